@@ -1,0 +1,43 @@
+# tests/tests.cmake: every tests/unit/test_*.c is a cmocka program; every tests/lua/test_*.lua
+# runs through `doppler`; every tests/e2e/test_*.sh runs with bash. All run under ctest.
+# Each test runs with the Vulkan validation layer on (DOPPLER_VALIDATION=1): any message fails it.
+set(DP_TEST_ENV
+  "DOPPLER_VALIDATION=1"
+  "DOPPLER_HOME=${CMAKE_SOURCE_DIR}"
+  "DOPPLER_CACHE_DIR=${CMAKE_BINARY_DIR}/spirv-cache"
+  "DOPPLER_FIXTURES=${CMAKE_SOURCE_DIR}/tests/fixtures"
+  "DOPPLER_BIN=$<TARGET_FILE:doppler>"
+  "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp:print_suppressions=0"
+  "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0")
+
+if(DOPPLER_STATIC_DEPS)
+  set(DP_CMOCKA_LIB /usr/lib/x86_64-linux-gnu/libcmocka.so)
+else()
+  pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+  set(DP_CMOCKA_LIB PkgConfig::CMOCKA)
+endif()
+
+file(GLOB DP_UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/test_*.c)
+file(GLOB DP_UNIT_HELPERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/helpers/*.c)
+foreach(src ${DP_UNIT_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src} ${DP_UNIT_HELPERS})
+  target_link_libraries(${name} PRIVATE doppler_lib ${DP_CMOCKA_LIB})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
+  add_test(NAME unit.${name} COMMAND ${name})
+  set_tests_properties(unit.${name} PROPERTIES ENVIRONMENT "${DP_TEST_ENV}" TIMEOUT 600)
+endforeach()
+
+file(GLOB DP_LUA_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/lua/test_*.lua)
+foreach(src ${DP_LUA_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_test(NAME lua.${name} COMMAND doppler ${src} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lua.${name} PROPERTIES ENVIRONMENT "${DP_TEST_ENV}" TIMEOUT 900)
+endforeach()
+
+file(GLOB DP_E2E_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/e2e/test_*.sh)
+foreach(src ${DP_E2E_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_test(NAME e2e.${name} COMMAND bash ${src} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(e2e.${name} PROPERTIES ENVIRONMENT "${DP_TEST_ENV}" TIMEOUT 900)
+endforeach()
