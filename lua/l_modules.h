@@ -1,0 +1,17 @@
+/*
+** lua/l_modules.h: the binding files that fill the `doppler` Lua module.
+** lua/host.c creates the module table and calls each register function with the table's stack
+** index; each adds its functions and metatables (named "dp.<type>", checked with luaL_checkudata).
+** Errors from core/ and gpu/ become Lua errors only through dp_lua_raise (lua/l_util.h), after
+** everything of ours is released, because luaL_error longjmps.
+*/
+#ifndef DP_LUA_MODULES_H
+#define DP_LUA_MODULES_H
+
+#include <lua.h>
+
+void dp_lua_register_gpu(lua_State *L, int module);        /* lua/l_gpu.c: devices, tensors, pool, kernels, recorder */
+void dp_lua_register_model(lua_State *L, int module);      /* lua/l_model.c: model files, configs, tensors on the host */
+void dp_lua_register_tokenizer(lua_State *L, int module);  /* lua/l_tokenizer.c: encode, decode, chat templates */
+
+#endif
