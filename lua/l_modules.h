@@ -10,6 +10,9 @@
 
 #include <lua.h>
 
+/* Calls every register function below, in dependency order. */
+void dp_lua_register_all(lua_State *L, int module);
+
 void dp_lua_register_gpu(lua_State *L, int module);        /* lua/l_gpu.c: devices, tensors, pool, kernels, recorder */
 void dp_lua_register_model(lua_State *L, int module);      /* lua/l_model.c: model files, configs, tensors on the host */
 void dp_lua_register_tokenizer(lua_State *L, int module);  /* lua/l_tokenizer.c: encode, decode, chat templates */

@@ -1,0 +1,170 @@
+/*
+** lua/host.c: creating the interpreter, the `doppler` module, and running chunks.
+** The shape follows lua.c (Lua 5.4): docall installs a message handler that appends a traceback
+** and a SIGINT handler that only sets a hook, because a signal handler may not touch Lua state.
+*/
+#include "lua/host.h"
+
+#include <lauxlib.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lua/l_modules.h"
+#include <lualib.h>
+#include "core/paths.h"
+
+struct dp_host {
+    lua_State *L;
+    char       home[PATH_MAX];
+};
+
+/*
+** The one piece of process-wide state: the interpreter a SIGINT should stop. A signal handler
+** receives no user pointer, so lua.c keeps the same static; it is set only around a call.
+*/
+static lua_State *volatile sigint_target = NULL;
+
+static void stop_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted!");
+}
+
+static void on_sigint(int sig)
+{
+    signal(sig, SIG_DFL);   /* a second Ctrl-C kills the process, as in lua.c */
+    lua_State *L = sigint_target;
+    if (L) lua_sethook(L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+static int msghandler(lua_State *L)
+{
+    const char *msg = lua_tostring(L, 1);
+    if (msg == NULL) {   /* an error object that is not a string */
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+int dp_host_docall(dp_host *h, int nargs, int nresults)
+{
+    lua_State *L = h->L;
+    int base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, msghandler);
+    lua_insert(L, base);
+    sigint_target = L;
+    signal(SIGINT, on_sigint);
+    int status = lua_pcall(L, nargs, nresults, base);
+    signal(SIGINT, SIG_DFL);
+    sigint_target = NULL;
+    lua_remove(L, base);
+    return status;
+}
+
+void dp_host_report(dp_host *h, int status)
+{
+    if (status == LUA_OK) return;
+    const char *msg = lua_tostring(h->L, -1);
+    fprintf(stderr, "doppler: %s\n", msg ? msg : "(error with no message)");
+    fflush(stderr);
+    lua_pop(h->L, 1);
+}
+
+/* doppler.home(): where shaders/ and lua/lib/ live. */
+static int l_home(lua_State *L)
+{
+    dp_host *h = lua_touserdata(L, lua_upvalueindex(1));
+    lua_pushstring(L, h->home);
+    return 1;
+}
+
+static void set_package_path(dp_host *h)
+{
+    lua_State *L = h->L;
+    lua_getglobal(L, "package");
+    lua_pushfstring(L, "%s/lua/lib/?.lua;%s/lua/lib/?/init.lua;%s/?.lua;./?.lua",
+                    h->home, h->home, h->home);
+    lua_setfield(L, -2, "path");
+    lua_pop(L, 1);
+}
+
+/* Builds package.loaded.doppler from the binding files; Lua-side code extends it (lua/lib/doppler/). */
+static void open_doppler_module(dp_host *h, const dp_host_opts *opts)
+{
+    lua_State *L = h->L;
+    lua_newtable(L);
+    int module = lua_gettop(L);
+    lua_pushstring(L, DOPPLER_VERSION);
+    lua_setfield(L, module, "version");
+    lua_pushlightuserdata(L, h);
+    lua_pushcclosure(L, l_home, 1);
+    lua_setfield(L, module, "home");
+    dp_lua_register_all(L, module);
+    lua_pushinteger(L, opts ? opts->device_index : -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "doppler.device_index");
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_pushvalue(L, module);
+    lua_setfield(L, -2, "doppler");
+    lua_pop(L, 2);
+}
+
+dp_host *dp_host_create(const dp_host_opts *opts)
+{
+    dp_host *h = calloc(1, sizeof *h);
+    if (!h) {
+        fputs("doppler: out of memory creating the interpreter\n", stderr);
+        return NULL;
+    }
+    h->L = luaL_newstate();
+    if (!h->L) {
+        fputs("doppler: out of memory creating the interpreter\n", stderr);
+        free(h);
+        return NULL;
+    }
+    dp_home_find(h->home, sizeof h->home);
+    luaL_openlibs(h->L);
+    set_package_path(h);
+    open_doppler_module(h, opts);
+    return h;
+}
+
+void dp_host_destroy(dp_host *h)
+{
+    if (!h) return;
+    lua_close(h->L);   /* runs every __gc: device objects go before the device itself */
+    free(h);
+}
+
+lua_State *dp_host_state(dp_host *h) { return h->L; }
+const char *dp_host_home(const dp_host *h) { return h->home; }
+
+int dp_host_run_file(dp_host *h, const char *path, int argc, char **argv)
+{
+    lua_State *L = h->L;
+    lua_createtable(L, argc, 1);
+    lua_pushstring(L, path);
+    lua_rawseti(L, -2, 0);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setglobal(L, "arg");
+
+    int status = luaL_loadfile(L, path);
+    if (status == LUA_OK) {
+        for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);   /* ... as in lua.c */
+        status = dp_host_docall(h, argc, 0);
+    }
+    if (status != LUA_OK) {
+        dp_host_report(h, status);
+        return 1;
+    }
+    return 0;
+}
