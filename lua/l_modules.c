@@ -5,6 +5,5 @@
 
 void dp_lua_register_all(lua_State *L, int module)
 {
-    (void)L;
-    (void)module;
+    dp_lua_register_write(L, module);
 }
