@@ -145,6 +145,40 @@ void dp_host_destroy(dp_host *h)
 lua_State *dp_host_state(dp_host *h) { return h->L; }
 const char *dp_host_home(const dp_host *h) { return h->home; }
 
+/* True when the value at idx is a table made by doppler.recipe.define (metatable "dp.recipe"). */
+static int is_recipe(lua_State *L, int idx)
+{
+    if (!lua_istable(L, idx) || !lua_getmetatable(L, idx)) return 0;
+    lua_getfield(L, -1, "__name");
+    int yes = lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "dp.recipe") == 0;
+    lua_pop(L, 2);
+    return yes;
+}
+
+/* Calls require("doppler.run").main(recipe, arg) with the recipe on top of the stack; replaces it
+** with main's result (or the error message). */
+static int run_recipe(dp_host *h, const char *path)
+{
+    lua_State *L = h->L;
+    int recipe = lua_gettop(L);
+    lua_pushstring(L, path);
+    lua_setfield(L, recipe, "path");
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "doppler.run");
+    int status = dp_host_docall(h, 1, 1);
+    if (status != LUA_OK) {
+        lua_remove(L, recipe);
+        return status;
+    }
+    lua_getfield(L, -1, "main");
+    lua_remove(L, -2);                 /* the module */
+    lua_pushvalue(L, recipe);
+    lua_getglobal(L, "arg");
+    status = dp_host_docall(h, 2, 1);
+    lua_remove(L, recipe);
+    return status;
+}
+
 int dp_host_run_file(dp_host *h, const char *path, int argc, char **argv)
 {
     lua_State *L = h->L;
@@ -160,11 +194,22 @@ int dp_host_run_file(dp_host *h, const char *path, int argc, char **argv)
     int status = luaL_loadfile(L, path);
     if (status == LUA_OK) {
         for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);   /* ... as in lua.c */
-        status = dp_host_docall(h, argc, 0);
+        status = dp_host_docall(h, argc, 1);
+    }
+    int exit_code = 0;
+    if (status == LUA_OK && is_recipe(L, -1)) {
+        /* A recipe file declares a model family; running it means "generate with it". */
+        status = run_recipe(h, path);
+        if (status == LUA_OK) {
+            exit_code = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : 0;
+            lua_pop(L, 1);
+        }
+    } else if (status == LUA_OK) {
+        lua_pop(L, 1);
     }
     if (status != LUA_OK) {
         dp_host_report(h, status);
         return 1;
     }
-    return 0;
+    return exit_code;
 }

@@ -7,7 +7,10 @@
 */
 #include <lauxlib.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "core/formats/safetensors_writer.h"
 #include "core/random.h"
@@ -125,8 +128,34 @@ static int l_write_safetensors(lua_State *L)
     return 0;
 }
 
+/* doppler.copy_file(src, dst) copies a file; a gzip-compressed src is decompressed on the way
+** (zlib's gzread passes plain files through unchanged, so one path serves both). */
+static int l_copy_file(lua_State *L)
+{
+    const char *src = luaL_checkstring(L, 1), *dst = luaL_checkstring(L, 2);
+    gzFile in = gzopen(src, "rb");
+    if (!in) return luaL_error(L, "%s: cannot open: %s", src, strerror(errno));
+    FILE *out = fopen(dst, "wb");
+    if (!out) {
+        gzclose(in);
+        return luaL_error(L, "%s: cannot create: %s", dst, strerror(errno));
+    }
+    char buf[1 << 16];
+    int n, bad = 0;
+    while ((n = gzread(in, buf, sizeof buf)) > 0)
+        if (fwrite(buf, 1, (size_t)n, out) != (size_t)n) { bad = 1; break; }
+    int gz_failed = n < 0;
+    gzclose(in);
+    if (fclose(out) != 0) bad = 1;
+    if (gz_failed) return luaL_error(L, "%s: corrupt or truncated gzip data", src);
+    if (bad) return luaL_error(L, "%s: write failed: %s", dst, strerror(errno));
+    return 0;
+}
+
 void dp_lua_register_write(lua_State *L, int module)
 {
+    lua_pushcfunction(L, l_copy_file);
+    lua_setfield(L, module, "copy_file");
     lua_pushcfunction(L, l_write_safetensors);
     lua_setfield(L, module, "write_safetensors");
 }

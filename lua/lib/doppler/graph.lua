@@ -245,6 +245,13 @@ function Graph:last_row(x)
   return self:node("last_row", {x}, {}, {1, x.shape[2]}, x.dtype)
 end
 
+-- Index of the largest value of each row of x [rows, V] (lowest index on ties): u32 [rows].
+function Graph:argmax(x)
+  check_node(x, "argmax", "x")
+  if #x.shape ~= 2 then fail("argmax: expected [rows, V], got %s", shape_str(x.shape)) end
+  return self:node("argmax", {x}, {}, {x.shape[1]}, "u32")
+end
+
 -- ---- operators on nodes: a recipe writes x + y, gelu(g) * u ---------------------------------
 Node.__add = function(a, b) return a.graph:add(a, b) end
 Node.__mul = function(a, b)

@@ -1,0 +1,87 @@
+-- doppler.hints: kernel and precision hints, their valid values, and where each value came from.
+-- Precedence, lowest first: built-in default < recipe < manifest < --hints FILE < --hint KEY=VALUE.
+-- An unknown key or value is an error that lists the valid ones.
+
+local M = {}
+
+-- name -> { values = {...} | kind = "int", default = ..., doc = ... }
+M.known = {
+  precision     = { values = { "default", "f32" }, default = "default",
+                    doc = "f32 runs every activation and the KV cache in f32 (the accuracy reference)" },
+  kv_dtype      = { values = { "auto", "f16", "f32" }, default = "auto",
+                    doc = "KV cache element type (auto: f16, or f32 with precision=f32)" },
+  weight_dtype  = { values = { "auto", "f32", "f16", "bf16" }, default = "auto",
+                    doc = "float weights on the device (auto: f16 from f32 files, as stored otherwise; f32 with precision=f32)" },
+  act_dtype     = { values = { "auto", "f16", "f32" }, default = "auto",
+                    doc = "activation element type (auto: f16, or f32 with precision=f32)" },
+  prefill_chunk = { kind = "int", min = 1, default = 256, doc = "tokens per prefill pass (longer prompts run in chunks)" },
+  context       = { kind = "int", min = 1, default = 4096, doc = "context length (KV cache positions)" },
+  matmul        = { values = { "auto", "gemv", "gemm" }, default = "auto", doc = "matrix kernel for T > 1 (auto: gemm)" },
+}
+
+local function valid_list()
+  local names = {}
+  for k in pairs(M.known) do names[#names + 1] = k end
+  table.sort(names)
+  return table.concat(names, ", ")
+end
+
+local function check(key, value, source)
+  local h = M.known[key]
+  if not h then error(("%s: unknown hint '%s'; valid hints: %s"):format(source, key, valid_list()), 0) end
+  if h.kind == "int" then
+    local v = math.tointeger(tonumber(value))
+    if not v or (h.min and v < h.min) then
+      error(("%s: hint %s wants an integer >= %d, got '%s'"):format(source, key, h.min or 0, tostring(value)), 0)
+    end
+    return v
+  end
+  value = tostring(value)
+  for _, ok in ipairs(h.values) do if ok == value then return value end end
+  error(("%s: hint %s=%s is not valid; valid values: %s"):format(source, key, value, table.concat(h.values, ", ")), 0)
+end
+
+-- A hint set: values plus the source of each.
+function M.new()
+  local s = { values = {}, sources = {} }
+  for k, h in pairs(M.known) do s.values[k], s.sources[k] = h.default, "default" end
+  return setmetatable(s, { __index = M })
+end
+
+function M:set(key, value, source)
+  self.values[key] = check(key, value, source)
+  self.sources[key] = source
+end
+
+-- Applies a table {key = value} from one source.
+function M:apply(tbl, source)
+  for k, v in pairs(tbl or {}) do self:set(k, v, source) end
+end
+
+-- Applies "KEY=VALUE" strings (the --hint option).
+function M:apply_args(list)
+  for _, kv in ipairs(list or {}) do
+    local k, v = kv:match("^([%w_]+)=(.+)$")
+    if not k then error(("--hint wants KEY=VALUE, got '%s'"):format(kv), 0) end
+    self:set(k, v, "--hint")
+  end
+end
+
+function M:get(key)
+  if M.known[key] == nil then error("internal: unknown hint " .. key, 2) end
+  return self.values[key]
+end
+
+-- "key = value  (source)" lines, sorted: what --show-hints prints.
+function M:describe()
+  local keys = {}
+  for k in pairs(self.values) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local lines = {}
+  for _, k in ipairs(keys) do
+    lines[#lines + 1] = ("%-14s = %-8s (%s)"):format(k, tostring(self.values[k]), self.sources[k])
+  end
+  return table.concat(lines, "\n")
+end
+
+return M

@@ -1,0 +1,218 @@
+-- doppler.lower: one rule per op, turning a planned node into kernel dispatches. The kernel
+-- contracts (push members, dispatch shape, defines) are in each shader's header comment; the
+-- op semantics in docs/OPS.md. A rule gets the context (kernels, dispatch, tensors, types) and
+-- the node, whose inputs already have device tensors (ctx.t(node)).
+local Graph = require "doppler.graph"
+
+local M = { rules = {} }
+local R = M.rules
+
+local WG_MAX_GROUPS = 65535
+
+local function ceil_div(a, b) return (a + b - 1) // b end
+
+-- Groups for `count` invocations in workgroups of `wg`: x up to 65535, the rest in y.
+local function groups_1d(count, wg)
+  local g = math.max(1, ceil_div(count, wg))
+  return math.min(g, WG_MAX_GROUPS), ceil_div(g, WG_MAX_GROUPS), 1
+end
+M.groups_1d = groups_1d
+
+local function pow2_at_least(n, lo, hi)
+  local p = lo
+  while p < n and p < hi do p = p * 2 end
+  return p
+end
+
+local function numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+local ACT_DEFINE = { f16 = "DP_ACT_F16", f32 = nil }
+local W_DEFINE = { f32 = "DP_W_F32", f16 = "DP_W_F16", bf16 = "DP_W_BF16" }
+
+function M.context(dev, plan, env)
+  local ctx = { dev = dev, plan = plan, env = env, dispatches = 0, kernels = {} }
+
+  function ctx.t(node) return plan.tensors[node] end
+
+  -- defines for a kernel: the activation type plus extras
+  function ctx.defines(extra, act)
+    local d = {}
+    local a = ACT_DEFINE[act or env.act]
+    if a then d[#d + 1] = a end
+    for _, e in ipairs(extra or {}) do d[#d + 1] = e end
+    return d
+  end
+
+  function ctx.weight_define(dtype, what)
+    local d = W_DEFINE[dtype]
+    if not d then Graph.fail("plan: %s has dtype %s, which no float kernel reads", what, tostring(dtype)) end
+    return d
+  end
+
+  function ctx.kernel(file, defines, constants)
+    local key = file .. "|" .. table.concat(defines or {}, ",")
+    local ck = {}
+    for k, v in pairs(constants or {}) do ck[#ck + 1] = k .. "=" .. tostring(v) end
+    table.sort(ck)
+    key = key .. "|" .. table.concat(ck, ",")
+    local k = ctx.kernels[key]
+    if not k then
+      k = dev:kernel { file = file, defines = defines, constants = constants }
+      ctx.kernels[key] = k
+    end
+    return k
+  end
+
+  function ctx.dispatch(kernel, gx, gy, gz, push)
+    plan.recorder:dispatch(kernel, { gx, gy, gz }, push)
+    ctx.dispatches = ctx.dispatches + 1
+  end
+  return ctx
+end
+
+-- Leaves and views record nothing.
+for _, op in ipairs({ "input", "weight", "state", "constant", "view", "last_row", "slice", "fused_output" }) do
+  R[op] = function() end
+end
+
+R.embed = function(ctx, n)
+  local ids, tab = n.inputs[1], n.inputs[2]
+  local T, C = n.bshape[1], n.bshape[2]
+  local k = ctx.kernel("embed/gather.comp", ctx.defines { ctx.weight_define(tab.etype, tab.attrs.name) }, { WG = 256 })
+  ctx.dispatch(k, ceil_div(C, 256), math.min(T, WG_MAX_GROUPS), 1, {
+    ids = ctx.t(ids), table = ctx.t(tab), y = ctx.t(n), T = T, C = C, rows = tab.bshape[1], scale = n.attrs.scale,
+  })
+end
+
+R.rmsnorm = function(ctx, n)
+  local x, w = n.inputs[1], n.inputs[2]
+  local d = n.bshape[#n.bshape]
+  local rows = numel(n.bshape) // d
+  local wg = pow2_at_least(d, 32, 256)
+  local k = ctx.kernel("norm/rmsnorm.comp", ctx.defines { ctx.weight_define(w.etype, w.attrs.name) }, { WG = wg })
+  ctx.dispatch(k, math.min(rows, WG_MAX_GROUPS), ceil_div(rows, WG_MAX_GROUPS), 1, {
+    x = ctx.t(x), w = ctx.t(w), y = ctx.t(n), rows = rows, n = d, eps = n.attrs.eps, w_offset = n.attrs.offset,
+  })
+end
+
+R.add_rmsnorm = function(ctx, n)
+  local a, b, w, sum = n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]
+  local d = n.bshape[#n.bshape]
+  local rows = numel(n.bshape) // d
+  local wg = pow2_at_least(d, 32, 256)
+  local k = ctx.kernel("norm/add_rmsnorm.comp", ctx.defines { ctx.weight_define(w.etype, w.attrs.name) }, { WG = wg })
+  ctx.dispatch(k, math.min(rows, WG_MAX_GROUPS), ceil_div(rows, WG_MAX_GROUPS), 1, {
+    a = ctx.t(a), b = ctx.t(b), w = ctx.t(w), r = ctx.t(sum), y = ctx.t(n),
+    rows = rows, n = d, eps = n.attrs.eps, w_offset = n.attrs.offset,
+  })
+end
+
+-- y = x · Wᵀ (+ b). Decode-sized T uses the GEMV kernel (W streamed once for up to 4 tokens);
+-- larger T the tiled GEMM. An output type other than the activations' (f32 logits) is a define.
+R.linear = function(ctx, n)
+  local x, w, b = n.inputs[1], n.inputs[2], n.inputs[3]
+  local K = x.bshape[#x.bshape]
+  local N = n.bshape[#n.bshape]
+  local T = numel(n.bshape) // N
+  local defs = { ctx.weight_define(w.etype, w.attrs.name) }
+  if b then defs[#defs + 1] = "DP_BIAS" end
+  if n.etype ~= ctx.env.act then defs[#defs + 1] = "DP_OUT_" .. n.etype:upper() end
+  local push = { x = ctx.t(x), w = ctx.t(w), y = ctx.t(n), T = T, N = N, K = K, x_stride = 0, y_stride = 0 }
+  if b then push.bias = ctx.t(b) end
+  local mode = ctx.env.hints and ctx.env.hints.values.matmul or "auto"
+  if mode == "gemv" or (mode == "auto" and T <= 4) then
+    local rows, tt = 2, math.min(T, 4)
+    local k = ctx.kernel("matmul/gemv.comp", ctx.defines(defs), { WG = 128, ROWS = rows, TT = tt })
+    local nb = ceil_div(N, rows)
+    local gx = math.min(nb, WG_MAX_GROUPS)
+    ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
+  else
+    local k = ctx.kernel("matmul/gemm.comp", ctx.defines(defs), { WG = 256, BM = 64, BN = 64, TM = 4, TN = 4, BK = 16 })
+    ctx.dispatch(k, ceil_div(N, 64), ceil_div(T, 64), 1, push)
+  end
+end
+
+R.rope = function(ctx, n)
+  local x, pos, freq = n.inputs[1], n.inputs[2], n.inputs[3]
+  local T, H, D = n.bshape[1], n.bshape[2], n.bshape[3]
+  local rot = 2 * freq.bshape[1]
+  local k = ctx.kernel("rope/rope.comp", ctx.defines(), { WG = 256 })
+  local gx, gy = groups_1d(T * H * rot // 2, 256)
+  ctx.dispatch(k, gx, gy, 1, {
+    x = ctx.t(n), pos = ctx.t(pos), inv_freq = ctx.t(freq), n_tokens = T, n_heads = H, head_dim = D, rot_dim = rot,
+  })
+end
+
+-- Attention reads this pass's k, v directly and older positions from the cache, then appends
+-- k, v: correct for any T as long as a sliding cache holds the window (see attention.comp).
+R.attention = function(ctx, n)
+  local q, k, v, pos, kc, vc = table.unpack(n.inputs)
+  local T, Hq, D = q.bshape[1], q.bshape[2], q.bshape[3]
+  local Hkv, cap = k.bshape[2], kc.bshape[2]
+  local kvdef = (kc.etype == "f16") and { "DP_KV_F16" } or {}
+  local ka = ctx.kernel("attention/attention.comp", ctx.defines(kvdef), { WG = 128 })
+  ctx.dispatch(ka, Hq, T, 1, {
+    q = ctx.t(q), k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos), o = ctx.t(n),
+    n_tokens = T, n_q_heads = Hq, n_kv_heads = Hkv, head_dim = D, cap = cap,
+    window = n.attrs.window or 0, scale = n.attrs.scale, softcap = n.attrs.softcap or 0,
+  })
+  local kk = ctx.kernel("attention/kv_append.comp", ctx.defines(kvdef), { WG = 256 })
+  local gx, gy = groups_1d(T * Hkv * D, 256)
+  ctx.dispatch(kk, gx, gy, 1, {
+    k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos),
+    n_tokens = T, n_kv_heads = Hkv, head_dim = D, cap = cap,
+  })
+end
+
+R.glu = function(ctx, n)
+  local gate, up = n.inputs[1], n.inputs[2]
+  local F = n.bshape[#n.bshape]
+  local T = numel(n.bshape) // F
+  local k = ctx.kernel("act/glu.comp", ctx.defines(), { WG = 256 })
+  local gx, gy = groups_1d(T * F, 256)
+  ctx.dispatch(k, gx, gy, 1, {
+    gate = ctx.t(gate), up = ctx.t(up), y = ctx.t(n), n_tokens = T, F = F,
+    gate_stride = gate.row_stride or F, up_stride = up.row_stride or F, kind = (n.attrs.kind == "silu") and 1 or 0,
+  })
+end
+
+R.softcap = function(ctx, n)
+  local count = numel(n.bshape)
+  local k = ctx.kernel("act/softcap.comp", ctx.defines(nil, n.etype), { WG = 256 })
+  local gx, gy = groups_1d(count, 256)
+  ctx.dispatch(k, gx, gy, 1, { x = ctx.t(n), n = count, c = n.attrs.arg })
+end
+
+-- Two stages: per-chunk (value, index) pairs, then one pair per row. The partial buffers belong
+-- to the plan (allocated once, at compile time).
+R.argmax = function(ctx, n)
+  local x = n.inputs[1]
+  local rows, V = x.bshape[1], x.bshape[2]
+  local chunk = 4096
+  local n_chunks = ceil_div(V, chunk)
+  local pv = ctx.dev:tensor { dtype = "f32", shape = { rows * n_chunks } }
+  local pi = ctx.dev:tensor { dtype = "u32", shape = { rows * n_chunks } }
+  ctx.plan.owned[#ctx.plan.owned + 1] = pv
+  ctx.plan.owned[#ctx.plan.owned + 1] = pi
+  local k1 = ctx.kernel("argmax/argmax_partial.comp", ctx.defines(nil, x.etype), { WG = 256 })
+  ctx.dispatch(k1, n_chunks, rows, 1, { x = ctx.t(x), part_val = pv, part_idx = pi, n = V, chunk = chunk, n_chunks = n_chunks })
+  local k2 = ctx.kernel("argmax/argmax_final.comp", {}, { WG = 64 })
+  ctx.dispatch(k2, rows, 1, 1, { part_val = pv, part_idx = pi, ids = ctx.t(n), n_chunks = n_chunks })
+end
+
+local ELTWISE = { add = 0, mul = 1, scale = 2, gelu_tanh = 3, silu = 4 }
+for op, kind in pairs(ELTWISE) do
+  R[op] = function(ctx, n)
+    local a, b = n.inputs[1], n.inputs[2] or n.inputs[1]
+    local count = numel(n.bshape)
+    local k = ctx.kernel("graph/eltwise.comp", ctx.defines(), { WG = 256 })
+    local gx, gy = groups_1d(count, 256)
+    ctx.dispatch(k, gx, gy, 1, { a = ctx.t(a), b = ctx.t(b), y = ctx.t(n), n = count, kind = kind, s = n.attrs.arg or 1.0 })
+  end
+end
+
+return M

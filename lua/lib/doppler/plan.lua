@@ -1,0 +1,216 @@
+-- doppler.plan: compiles a graph (doppler.graph) into one recorded command buffer.
+--
+--   local p = plan.compile(dev, graph, env)   -- once per pass shape (decode step, prefill of T)
+--   p:run()                                   -- re-submits the recording: no Lua per op
+--
+-- Steps: bind the symbolic T; apply the fusion rules (doppler.fusions); give every value a
+-- place — views alias their source, other values get a slice of one scratch arena whose offsets
+-- come from liveness (a value's slice is reused once its last reader has run); lower each op to
+-- kernel dispatches (doppler.lower); record them. The recorder adds a barrier only where a
+-- dispatch touches memory an earlier one wrote (or writes memory one read).
+--
+-- env = {
+--   T = number,                      tokens in this pass
+--   act = "f16" | "f32",             activation type
+--   kv = "f16" | "f32",              KV cache type
+--   weights = { [name] = tensor },   device tensors (doppler.weights)
+--   states  = { [name] = tensor },   KV caches, persistent
+--   inputs  = { [name] = tensor },   per-pass inputs (ids, pos), written before each run
+--   constants = function(name, values) -> tensor  (small host tables, uploaded once)
+--   arena = tensor | nil,            scratch memory to reuse (grown if too small: see p.arena_bytes)
+--   hints = doppler.hints set,
+-- }
+local Graph = require "doppler.graph"
+local lower = require "doppler.lower"
+local fusions = require "doppler.fusions"
+
+local M = {}
+local Plan = {}
+Plan.__index = Plan
+
+local ELT = { f32 = 4, f16 = 2, bf16 = 2, u32 = 4, i32 = 4 }
+M.ELT = ELT
+local ALIGN = 256
+
+local function numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+local function bind_shape(shape, T)
+  local s = {}
+  for i, d in ipairs(shape) do s[i] = (d == "T") and T or d end
+  return s
+end
+
+-- Which ops produce a view of their first input rather than new memory.
+local VIEW_OPS = { view = true, last_row = true, slice = true }
+
+-- Ops that update their first input in place (the planner checks nobody else reads it later).
+local INPLACE_OPS = { rope = true, softcap = true }
+
+local function element_type(node, env)
+  if node.dtype == "act" then return env.act end
+  return node.dtype
+end
+
+-- Assigns arena offsets: values whose lifetimes do not overlap share memory. Greedy first fit
+-- over a list of free intervals, in execution order; good enough for a chain of layers, where
+-- the peak is a few activations wide.
+local function assign_offsets(values)
+  local free = { { off = 0, size = math.huge } }
+  local top = 0
+  local events = {}
+  for _, v in ipairs(values) do
+    events[#events + 1] = { at = v.first, kind = 1, v = v }
+    events[#events + 1] = { at = v.last + 0.5, kind = 0, v = v }
+  end
+  table.sort(events, function(a, b)
+    if a.at ~= b.at then return a.at < b.at end
+    return a.kind < b.kind
+  end)
+  local function release(off, size)
+    free[#free + 1] = { off = off, size = size }
+    table.sort(free, function(a, b) return a.off < b.off end)
+    local merged = {}
+    for _, f in ipairs(free) do
+      local last = merged[#merged]
+      if last and last.off + last.size == f.off then last.size = last.size + f.size
+      else merged[#merged + 1] = { off = f.off, size = f.size } end
+    end
+    free = merged
+  end
+  for _, e in ipairs(events) do
+    local v = e.v
+    if e.kind == 1 then
+      for i, f in ipairs(free) do
+        if f.size >= v.bytes then
+          v.offset = f.off
+          if f.size == v.bytes then table.remove(free, i)
+          else f.off, f.size = f.off + v.bytes, f.size - v.bytes end
+          break
+        end
+      end
+      top = math.max(top, v.offset + v.bytes)
+    else
+      release(v.offset, v.bytes)
+    end
+  end
+  return top
+end
+
+function M.compile(dev, graph, env)
+  local T = env.T
+  local nodes = fusions.apply(graph, env)
+
+  -- Shapes with T bound, consumers, and the last reader of each node.
+  local last_use, consumers = {}, {}
+  for i, n in ipairs(nodes) do
+    n.sched = i
+    n.bshape = bind_shape(n.shape, T)
+    n.etype = element_type(n, env)
+    for _, inp in ipairs(n.inputs) do
+      last_use[inp] = i
+      consumers[inp] = (consumers[inp] or 0) + 1
+    end
+  end
+  for _, name in ipairs(graph.output_order) do last_use[graph.outputs[name]] = #nodes + 1 end
+
+  -- The root (memory owner) of each node: views and in-place ops alias their first input.
+  local root = {}
+  for _, n in ipairs(nodes) do
+    if VIEW_OPS[n.op] or INPLACE_OPS[n.op] then
+      local src = n.inputs[1]
+      if INPLACE_OPS[n.op] and (consumers[src] or 0) > 1 then
+        Graph.fail("%s at %s works in place, but its input is also read elsewhere", n.op, n.where)
+      end
+      root[n] = root[src] or src
+    else
+      root[n] = n
+    end
+  end
+  -- A root lives until the last reader of it or of any alias.
+  local values, by_root = {}, {}
+  for _, n in ipairs(nodes) do
+    local r = root[n]
+    local kind = r.op
+    if kind ~= "input" and kind ~= "weight" and kind ~= "state" and kind ~= "constant" then
+      local v = by_root[r]
+      if not v then
+        v = { node = r, first = r.sched, last = r.sched,
+              bytes = math.max(ALIGN, (numel(r.bshape) * ELT[r.etype] + ALIGN - 1) // ALIGN * ALIGN) }
+        by_root[r] = v
+        values[#values + 1] = v
+      end
+      v.last = math.max(v.last, last_use[n] or n.sched)
+    end
+  end
+  local arena_bytes = assign_offsets(values)
+
+  local p = setmetatable({ dev = dev, graph = graph, env = env, T = T, nodes = nodes,
+                           arena_bytes = arena_bytes, tensors = {}, owned = {}, dispatches = 0 }, Plan)
+  if env.arena and env.arena:bytes() >= arena_bytes then
+    p.arena = env.arena
+  else
+    p.arena = dev:tensor { dtype = "u8", shape = { math.max(arena_bytes, ALIGN) } }
+  end
+
+  -- Device tensors for every node: leaves from env, roots from the arena, aliases as views.
+  local function tensor_of(n)
+    return p.tensors[n]
+  end
+  for _, n in ipairs(nodes) do
+    local t
+    if n.op == "input" then
+      t = env.inputs[n.attrs.name] or Graph.fail("plan: input '%s' is not provided", n.attrs.name)
+    elseif n.op == "weight" then
+      t = env.weights[n.attrs.name] or Graph.fail("plan: weight '%s' is not loaded", n.attrs.name)
+    elseif n.op == "state" then
+      t = env.states[n.attrs.name] or Graph.fail("plan: state '%s' is not allocated", n.attrs.name)
+    elseif n.op == "constant" then
+      t = env.constants(n.attrs.name, n.attrs.values)
+    elseif root[n] == n then
+      t = p.arena:view { offset = by_root[n].offset, dtype = n.etype, shape = n.bshape }
+    else
+      local src = tensor_of(n.inputs[1])
+      local offset = 0
+      if n.op == "last_row" then
+        offset = (n.inputs[1].bshape[1] - 1) * n.bshape[2] * ELT[n.etype]
+      elseif n.op == "slice" then
+        offset = n.attrs.from * ELT[n.etype]    -- only the first row is contiguous: users pass strides
+      end
+      t = src:view { offset = offset, dtype = n.etype, shape = n.bshape, extent = src:bytes() - offset }
+    end
+    p.tensors[n] = t
+  end
+
+  -- Lower and record.
+  p.recorder = dev:recorder()
+  local ctx = lower.context(dev, p, env)
+  for _, n in ipairs(nodes) do
+    local rule = lower.rules[n.op]
+    if not rule then Graph.fail("plan: no kernel for op '%s' (%s)", n.op, n.where) end
+    rule(ctx, n)
+  end
+  p.dispatches = ctx.dispatches
+  p.outputs = {}
+  for name, n in pairs(graph.outputs) do p.outputs[name] = p.tensors[n] end
+  return p
+end
+
+-- Replays the recorded command buffer and waits for it.
+function Plan:run()
+  self.recorder:replay()
+end
+
+function Plan:output(name) return self.outputs[name] end
+
+function Plan:stats()
+  local s = self.recorder:stats()
+  s.arena_bytes = self.arena_bytes
+  return s
+end
+
+M.numel = numel
+return M

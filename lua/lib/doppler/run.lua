@@ -1,0 +1,149 @@
+-- doppler.run: the generation command line shared by every recipe:
+--   doppler recipes/gemma3.lua --model PATH --prompt "..."     (the recipe file names the family)
+--   doppler run --model PATH ...                               (the family from the model's metadata)
+-- Loads the model, applies hints, tokenises, runs the recipe's decode loop, streams text.
+local doppler = require "doppler"
+local cli = require "doppler.cli"
+local hints = require "doppler.hints"
+local session = require "doppler.session"
+local sampler = require "doppler.sampler"
+
+local M = {}
+
+local function options(recipe_name)
+  return {
+    usage = ("doppler %s [--model PATH] [--prompt TEXT | --ids 1,2,3] [options]"):format(recipe_name),
+    about = "Generates text on the GPU (Vulkan). PATH is a Hugging Face model directory (config.json,\n" ..
+            "*.safetensors, tokenizer.json) or a GGUF file. Without --model, the synthetic default model\n" ..
+            "made by the README's set-up command is used: random weights, so its text is noise by design.",
+    options = {
+      { "--model", "PATH", "model directory or GGUF file" },
+      { "--prompt", "TEXT", "prompt text (needs a tokenizer)" },
+      { "--ids", "LIST", "prompt as comma-separated token ids (no tokenizer needed)" },
+      { "--max-tokens", "N", "tokens to generate", type = "int", default = 128, min = 0 },
+      { "--temperature", "T", "sampling temperature (0 = greedy)", type = "number", default = 0 },
+      { "--top-k", "K", "keep the K most likely tokens (0 = all)", type = "int", default = 0, min = 0 },
+      { "--top-p", "P", "nucleus sampling: smallest set with probability >= P (1 = off)", type = "number", default = 1 },
+      { "--min-p", "P", "drop tokens below P x the top probability (0 = off)", type = "number", default = 0 },
+      { "--repeat-penalty", "R", "divide positive logits of seen tokens by R (1 = off)", type = "number", default = 1 },
+      { "--seed", "S", "sampling seed", type = "int", default = 0 },
+      { "--chat", nil, "interactive multi-turn chat with the model's chat template" },
+      { "--system", "TEXT", "system prompt (chat templates that have one)" },
+      { "--print-ids", nil, "print the generated ids as one JSON array" },
+      { "--logits-out", "FILE", "write f32 logits [T, V] for every position of prompt + generated ids" },
+      { "--hint", "KEY=VALUE", "kernel/precision hint (see --show-hints)", repeat_ = true },
+      { "--show-hints", nil, "print every hint's effective value and its source, then exit" },
+      { "--quiet", nil, "no progress or speed report on stderr" },
+    },
+  }
+end
+
+local function parse_ids(s)
+  local ids = {}
+  for tok in s:gmatch("[^,%s]+") do
+    local v = math.tointeger(tonumber(tok))
+    if not v or v < 0 then error(("--ids: '%s' is not a token id"):format(tok), 0) end
+    ids[#ids + 1] = v
+  end
+  if #ids == 0 then error("--ids: no token ids given", 0) end
+  return ids
+end
+
+local function default_model(recipe)
+  local path = recipe.default_model and (doppler.home() .. "/" .. recipe.default_model)
+  if not path then error(recipe.name .. ": --model is required (this recipe has no default model)", 0) end
+  local f = io.open(path .. "/config.json")
+  if not f then
+    error(("no --model given and the default synthetic model is missing at %s;\n" ..
+           "create it with the README's set-up command (bash scripts/setup.sh), or pass --model PATH"):format(path), 0)
+  end
+  f:close()
+  return path
+end
+
+local function now() return doppler.clock() end
+
+function M.main(recipe, argv)
+  local o = cli.parse(argv, options(recipe.path or recipe.name))
+  local h = hints.new()
+  h:apply(recipe.hints, "recipe " .. recipe.name)
+  h:apply_args(o.hint)
+  if o.show_hints then
+    print(h:describe())
+    return 0
+  end
+  if o.prompt and o.ids then error("--prompt and --ids exclude each other", 0) end
+  local path = o.model or default_model(recipe)
+  local log = o.quiet and function() end or function(...) io.stderr:write(string.format(...)) end
+
+  local t_load = now()
+  local model = doppler.open_model(path)
+  local last_pct = -1
+  local s = session.open(recipe, model, { hints = h, progress = function(i, n)
+    local pct = (100 * i) // n
+    if not o.quiet and pct ~= last_pct and (pct % 10 == 0) then
+      io.stderr:write(("\rloading %s: %3d%%"):format(path, pct)); last_pct = pct
+      if i == n then io.stderr:write("\n") end
+    end
+  end })
+  log("loaded %s (%s, %.1f MB on the device) in %.2f s\n", path, recipe.name, s.weight_info.bytes / 1e6, now() - t_load)
+
+  local tok
+  if o.prompt or o.chat then
+    local tpath = model:tokenizer_path()
+    if not tpath then error(path .. ": no tokenizer found (tokenizer.json); use --ids instead of --prompt", 0) end
+    tok = doppler.tokenizer(tpath)
+  end
+  local smp = sampler.new(s, { temperature = o.temperature, top_k = o.top_k, top_p = o.top_p,
+                               min_p = o.min_p, repeat_penalty = o.repeat_penalty, seed = o.seed })
+  local stops = {}
+  for _, id in ipairs(recipe.stop_ids and recipe.stop_ids(s.cfg, tok) or s.cfg.eos_token_ids or {}) do stops[id] = true end
+
+  if o.chat then
+    return require("doppler.chat").repl(recipe, s, tok, smp, stops, o)
+  end
+
+  local prompt
+  if o.ids then prompt = parse_ids(o.ids)
+  elseif o.prompt then prompt = tok:encode(o.prompt, { bos = true })
+  else error("give --prompt TEXT, --ids LIST or --chat (see --help)", 0) end
+
+  local logits_file
+  if o.logits_out then
+    logits_file = io.open(o.logits_out, "wb")
+    if not logits_file then error("--logits-out: cannot create " .. o.logits_out, 0) end
+  end
+  local detok = tok and tok:decoder()
+  local generated = {}
+  local t0 = now()
+  local t_first
+  local decode = recipe.decode or require("doppler.generate").decode
+  decode(s, prompt, {
+    max_tokens = o.max_tokens, sampler = smp, stops = stops, all_logits = logits_file ~= nil,
+    on_logits = logits_file and function(rows) for _, r in ipairs(rows) do logits_file:write(r) end end,
+  }, function(id)
+    if not t_first then t_first = now() end
+    generated[#generated + 1] = id
+    if detok then
+      io.stdout:write(detok:push(id))
+      io.stdout:flush()
+    end
+  end)
+  local t_end = now()
+  if logits_file then logits_file:close() end
+  if detok then io.stdout:write("\n") end
+  if o.print_ids then
+    local parts = {}
+    for i, id in ipairs(generated) do parts[i] = tostring(id) end
+    print("[" .. table.concat(parts, ",") .. "]")
+  end
+  local n = #generated
+  if n > 0 and t_first then
+    local decode_s = t_end - t_first
+    log("%d prompt tokens, %d generated; time to first token %.1f ms; %.2f tok/s decode\n", #prompt, n,
+        (t_first - t0) * 1e3, n > 1 and (n - 1) / decode_s or 0)
+  end
+  return 0
+end
+
+return M

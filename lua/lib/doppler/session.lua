@@ -1,0 +1,235 @@
+-- doppler.session: a loaded model on the device, ready to run passes.
+--
+--   local s = session.open(recipe, model, { hints = h, context = 4096 })
+--   s:prefill(ids)            -- the prompt, in chunks of hints.prefill_chunk; returns the last logits row
+--   local id = s:decode(tok)  -- one token in, logits -> the sampler -> the next id (4 bytes read back)
+--   s:logits()                -- the last pass's logits rows (host floats), when asked for
+--   s:reset()                 -- forget the context (positions restart at 0)
+--
+-- A pass is a compiled plan (doppler.plan): recorded once per shape, then replayed. The
+-- recipe's forward() is called once per graph kind (all logits rows, or the last only).
+local doppler = require "doppler"
+local Graph = require "doppler.graph"
+local plan = require "doppler.plan"
+local weights = require "doppler.weights"
+local rope = require "doppler.rope"
+
+local M = {}
+local Session = {}
+Session.__index = Session
+
+local function resolve_types(h)
+  local f32 = h:get("precision") == "f32"
+  local act = h:get("act_dtype")
+  if act == "auto" then act = f32 and "f32" or "f16" end
+  local kv = h:get("kv_dtype")
+  if kv == "auto" then kv = f32 and "f32" or "f16" end
+  return act, kv
+end
+
+-- Logits are read by the sampler and by --logits-out: produce them in f32 whatever the
+-- activation type, by marking the node that makes them (through in-place ops such as softcap).
+local function logits_in_f32(node)
+  local n = node
+  while n do
+    n.dtype = "f32"
+    if n.op == "softcap" then n = n.inputs[1] else break end
+  end
+end
+
+function M.open(recipe, model, opts)
+  local h = opts.hints
+  local dev = opts.device or doppler.device()
+  local cfg = model:config()
+  if recipe.prepare then recipe.prepare(cfg, model) end
+  local act, kv = resolve_types(h)
+  local s = setmetatable({
+    recipe = recipe, model = model, cfg = cfg, hints = h, dev = dev,
+    act = act, kv = kv, context = opts.context or h:get("context"),
+    chunk = h:get("prefill_chunk"), pos = 0, plans = {}, graphs = {}, constants = {},
+  }, Session)
+  s.chunk = math.min(s.chunk, s.context)
+  s.norm_offset = recipe.norm_offset
+  if type(s.norm_offset) == "function" then s.norm_offset = s.norm_offset(model) end
+  s.norm_offset = s.norm_offset or 0
+
+  local t0 = os.clock()
+  s.weights, s.weight_info = weights.load(dev, recipe, model, cfg, h, opts.progress)
+  s.load_seconds = os.clock() - t0
+
+  -- KV caches: global layers hold the whole context; a sliding layer holds its window (plus a
+  -- prefill chunk: attention reads the chunk's own k, v directly, so the window alone suffices).
+  s.states = {}
+  s.cache_spec = {}
+  s.kv_bytes = 0
+  return s
+end
+
+-- The io table a recipe's forward() sees.
+function Session:io(g, all_rows)
+  local s = self
+  local io = {
+    ids = g:input("ids", { "T" }, "u32"),
+    pos = g:input("pos", { "T" }, "u32"),
+    norm_offset = s.norm_offset,
+  }
+  function io.rope_table(spec)
+    local inv = rope.inv_freq(s.cfg, spec)
+    local name = ("rope:%s:%s"):format(tostring(spec.theta), rope.describe(spec.scaling))
+    return g:constant(name, inv)
+  end
+  function io.kv_cache(layer, window)
+    local D, Hkv = s.cfg.head_dim, s.cfg.num_key_value_heads
+    local cap = window and math.min(window, s.context) or s.context
+    local kname, vname = ("kv%d.k"):format(layer), ("kv%d.v"):format(layer)
+    if not s.states[kname] then
+      s.states[kname] = s.dev:tensor { dtype = s.kv, shape = { Hkv, cap, D } }
+      s.states[vname] = s.dev:tensor { dtype = s.kv, shape = { Hkv, cap, D } }
+      s.kv_bytes = s.kv_bytes + 2 * s.states[kname]:bytes()
+    end
+    return { k = g:state(kname, { Hkv, cap, D }, s.kv), v = g:state(vname, { Hkv, cap, D }, s.kv) }
+  end
+  function io.round_to_weight_dtype(x)
+    local dt = s.weight_info.embed_file_dtype
+    return doppler.round_to(dt or "f32", x)
+  end
+  function io.logits_rows(x)
+    if all_rows then return x end
+    return g:last_row(x)
+  end
+  return io
+end
+
+local weight_node_cache_mt = { __mode = "k" }
+
+-- The graph of the forward pass, built once per kind (all logits rows or the last one).
+function Session:graph(all_rows)
+  local key = all_rows and "all" or "last"
+  if self.graphs[key] then return self.graphs[key] end
+  local g = Graph.new { name = self.recipe.name }
+  local nodes = setmetatable({}, weight_node_cache_mt)
+  local s = self
+  local function w(name)
+    local n = nodes[name]
+    if not n then
+      local t = s.weights[name]
+      if not t then Graph.fail("weight '%s' is not in the model (%s)", name, s.model:path()) end
+      n = g:weight { name = name, shape = t:shape(), dtype = t:dtype() }
+      nodes[name] = n
+    end
+    return n
+  end
+  local logits = self.recipe.forward(g, self.cfg, w, self:io(g, all_rows))
+  logits_in_f32(logits)
+  g:output("logits", logits)
+  -- Greedy decoding reads back only this id: the argmax of the last row, computed in the pass.
+  g:output("next", g:argmax(all_rows and g:last_row(logits) or logits))
+  self.graphs[key] = g
+  return g
+end
+
+function Session:constant(name, values)
+  local t = self.constants[name]
+  if not t then
+    t = self.dev:tensor { dtype = "f32", shape = { #values } }
+    t:upload(values)
+    self.constants[name] = t
+  end
+  return t
+end
+
+-- The plan for a pass of T tokens.
+function Session:plan_for(T, all_rows)
+  local key = T .. (all_rows and "a" or "l")
+  local p = self.plans[key]
+  if p then return p end
+  local g = self:graph(all_rows)
+  if not self.inputs or self.inputs.cap < T then
+    local cap = math.max(T, self.chunk)
+    self.inputs = {
+      cap = cap,
+      ids = self.dev:tensor { dtype = "u32", shape = { cap } },
+      pos = self.dev:tensor { dtype = "u32", shape = { cap } },
+    }
+    self.plans = {}   -- plans recorded against the old input buffers are stale
+  end
+  local env = {
+    T = T, act = self.act, kv = self.kv, hints = self.hints,
+    weights = self.weights, states = self.states,
+    inputs = {
+      ids = self.inputs.ids:view { offset = 0, dtype = "u32", shape = { T } },
+      pos = self.inputs.pos:view { offset = 0, dtype = "u32", shape = { T } },
+    },
+    constants = function(name, values) return self:constant(name, values) end,
+    arena = self.arena,
+  }
+  p = plan.compile(self.dev, g, env)
+  if p.arena ~= self.arena then
+    -- A larger arena: earlier plans keep their own (still valid) arena; later ones share this.
+    self.arena = p.arena
+  end
+  self.plans[key] = p
+  return p
+end
+
+-- Runs ids[first..last] at positions self.pos.. as one pass; returns the plan (its outputs).
+function Session:pass(ids, first, last, all_rows)
+  local T = last - first + 1
+  if self.pos + T > self.context then
+    error(("context full: %d positions + %d tokens exceed the context of %d (hint context=N)"):format(
+      self.pos, T, self.context), 0)
+  end
+  local p = self:plan_for(T, all_rows)
+  local idv, posv = {}, {}
+  for i = 1, T do
+    local id = ids[first + i - 1]
+    if id < 0 or id >= self.cfg.vocab_size then
+      error(("token id %d is outside the vocabulary (0..%d)"):format(id, self.cfg.vocab_size - 1), 0)
+    end
+    idv[i], posv[i] = id, self.pos + i - 1
+  end
+  self.inputs.ids:upload(idv, "u32")
+  self.inputs.pos:upload(posv, "u32")
+  p:run()
+  self.pos = self.pos + T
+  self.last_plan = p
+  return p
+end
+
+-- Feeds ids (a list) in chunks. With all_rows, returns every logits row as a list of float
+-- strings (f32 little-endian), else only the last row.
+function Session:feed(ids, all_rows)
+  local rows = {}
+  local i = 1
+  while i <= #ids do
+    local last = math.min(#ids, i + self.chunk - 1)
+    local p = self:pass(ids, i, last, all_rows)
+    if all_rows then rows[#rows + 1] = p:output("logits"):bytes() end
+    i = last + 1
+  end
+  return rows
+end
+
+-- The last pass's last logits row as a Lua array of numbers.
+function Session:last_logits()
+  local t = self.last_plan:output("logits")
+  local V = self.cfg.vocab_size
+  local rows = t:numel() // V
+  return t:download { offset = (rows - 1) * V * 4, count = V }
+end
+
+-- The id the last pass's argmax picked (4 bytes read back).
+function Session:next_argmax()
+  return self.last_plan:output("next"):download({ dtype = "u32" })[1]
+end
+
+function Session:reset()
+  self.pos = 0
+end
+
+function Session:stats()
+  local pool = self.dev:pool_stats()
+  return { kv_bytes = self.kv_bytes, pool = pool, weights_bytes = self.weight_info.bytes }
+end
+
+return M
