@@ -11,6 +11,8 @@ local R = {
   name = "gemma3",
   architectures = { "Gemma3ForCausalLM", "Gemma3TextModel", "gemma3", "gemma3_text" },
   chat_template = "gemma3",
+  -- Made by the README's set-up command: Gemma 3 270M shapes, seeded random weights (noise by design).
+  default_model = "models/synthetic/gemma-3-270m",
   -- A checkpoint converted by llama.cpp stores norms with the +1 already added.
   norm_offset = function(model) return model.kind == "gguf" and 0 or 1 end,
 }
@@ -89,6 +91,19 @@ function R.forward(g, cfg, w, io)
   local logits = g:linear(x, w "model.embed_tokens.weight")   -- tied LM head
   if cfg.final_logit_softcapping then logits = g:softcap(logits, cfg.final_logit_softcapping) end
   return logits
+end
+
+-- Decoding: prefill the prompt, then step -> sample -> stop check. Each step replays the
+-- recorded decode pass (one submit); greedy sampling happens inside it, so 4 bytes come back.
+function R.decode(s, prompt, opts, emit)
+  s:feed(prompt, opts.all_logits, opts.on_logits)
+  for i = 1, opts.max_tokens do
+    local id = opts.sampler:next()
+    if opts.stops[id] then break end          -- <eos> or <end_of_turn>
+    emit(id)
+    if i == opts.max_tokens and not opts.all_logits then break end
+    s:feed({ id }, opts.all_logits, opts.on_logits)
+  end
 end
 
 return require("doppler.recipe").define(R)

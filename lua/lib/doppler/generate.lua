@@ -6,16 +6,14 @@ local M = {}
 -- s: session; prompt: ids; opts: max_tokens, sampler, stops (id -> true), all_logits, on_logits;
 -- emit(id) is called for every generated token (not for the stop token).
 function M.decode(s, prompt, opts, emit)
-  local rows = s:feed(prompt, opts.all_logits)
-  if opts.on_logits then opts.on_logits(rows) end
+  s:feed(prompt, opts.all_logits, opts.on_logits)
   for i = 1, opts.max_tokens do
     local id = opts.sampler:next()
     if opts.stops[id] then break end
     emit(id)
     -- The last generated token is only fed when its logits row is wanted (--logits-out).
     if i == opts.max_tokens and not opts.all_logits then break end
-    rows = s:feed({ id }, opts.all_logits)
-    if opts.on_logits then opts.on_logits(rows) end
+    s:feed({ id }, opts.all_logits, opts.on_logits)
   end
 end
 

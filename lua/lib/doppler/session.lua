@@ -196,18 +196,16 @@ function Session:pass(ids, first, last, all_rows)
   return p
 end
 
--- Feeds ids (a list) in chunks. With all_rows, returns every logits row as a list of float
--- strings (f32 little-endian), else only the last row.
-function Session:feed(ids, all_rows)
-  local rows = {}
+-- Feeds ids (a list) in chunks of the prefill size. With all_rows, on_rows(list of strings)
+-- receives every position's logits (f32 little-endian rows) as they are computed.
+function Session:feed(ids, all_rows, on_rows)
   local i = 1
   while i <= #ids do
     local last = math.min(#ids, i + self.chunk - 1)
     local p = self:pass(ids, i, last, all_rows)
-    if all_rows then rows[#rows + 1] = p:output("logits"):bytes() end
+    if all_rows and on_rows then on_rows({ p:output("logits"):bytes() }) end
     i = last + 1
   end
-  return rows
 end
 
 -- The last pass's last logits row as a Lua array of numbers.
