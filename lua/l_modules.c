@@ -5,5 +5,6 @@
 
 void dp_lua_register_all(lua_State *L, int module)
 {
+    dp_lua_register_gpu(L, module);
     dp_lua_register_write(L, module);
 }
