@@ -1,0 +1,62 @@
+#version 460
+// rope: rotary position embedding in place on x[T, H, D] (q or k), NeoX / HF rotate_half pairing:
+//   a = float(pos[t]) * inv_freq[i]   (one f32 product, as HF's f32 matmul of inv_freq by positions)
+//   x[i]        <- x[i] cos a - x[i + R/2] sin a
+//   x[i + R/2]  <- x[i + R/2] cos a + x[i] sin a            for i < R/2, R = rot_dim <= D (partial rotary)
+// Dimensions >= rot_dim are left as they are. inv_freq is built on the host (core/ref/rope.c:
+// dp_rope_inv_freq), so default, linear and llama3 scaling are only different tables; positions come from
+// a buffer so that the GPU can advance them itself.
+// cos/sin: the angle is first reduced to [-pi, pi] with a two-constant Cody-Waite step (fma), because GPU
+// sin/cos are only accurate near zero and angles reach ~1e5 rad at long positions.
+// Dispatch: one invocation per (t, h, i): count = T * H * rot_dim / 2 invocations;
+//           groups (min(g, 65535), ceil(g / 65535), 1) with g = ceil(count / WG).
+// Push:  x (ACT, read-write)  pos (u32 [T], read)  inv_freq (f32 [rot_dim / 2], read)
+//        n_tokens, n_heads, head_dim, rot_dim
+// Spec:  WG  workgroup size (default 256)
+// Defines: DP_ACT_F16
+#include "dp_types.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;
+
+layout(push_constant) uniform Push {
+    ACT_Buf x;          // [n_tokens, n_heads, head_dim]
+    U32In   pos;        // [n_tokens]
+    F32In   inv_freq;   // [rot_dim / 2]
+    uint    n_tokens;
+    uint    n_heads;
+    uint    head_dim;
+    uint    rot_dim;
+} p;
+
+// 2 pi = TWO_PI_HI + TWO_PI_LO; TWO_PI_HI is 2 pi rounded to f32, TWO_PI_LO the f32 of the remainder.
+const float TWO_PI_HI = 6.28318548202514648438;
+const float TWO_PI_LO = -1.7484555314695172e-07;
+const float INV_TWO_PI = 0.15915494309189535;
+
+float reduce_angle(float a)
+{
+    float k = round(a * INV_TWO_PI);
+    precise float r = fma(-k, TWO_PI_HI, a);   // exact product, one rounding: |r| <= pi + small
+    precise float r2 = fma(-k, TWO_PI_LO, r);
+    return r2;
+}
+
+void main()
+{
+    uint gid = gl_GlobalInvocationID.x + gl_WorkGroupID.y * 65535u * WG;
+    uint half_rot = p.rot_dim / 2u;
+    uint count = p.n_tokens * p.n_heads * half_rot;
+    if (gid >= count) return;
+    uint i = gid % half_rot;
+    uint row = gid / half_rot;          // t * n_heads + h
+    uint t = row / p.n_heads;
+
+    float a = reduce_angle(float(p.pos.v[t]) * p.inv_freq.v[i]);
+    float c = cos(a), s = sin(a);
+    uint base = row * p.head_dim;
+    float x0 = act_load(p.x, base + i);
+    float x1 = act_load(p.x, base + i + half_rot);
+    act_store(p.x, base + i, x0 * c - x1 * s);
+    act_store(p.x, base + i + half_rot, x1 * c + x0 * s);
+}
