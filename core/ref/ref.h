@@ -95,4 +95,30 @@ void dp_ref_argmax(const float *x, uint32_t rows, uint32_t n, uint32_t *out);
 
 /* ==== end norm / rope / attention / activations ============================================== */
 
+/* ==== matmul / embedding (branch kmat) ======================================================= */
+
+#include "core/dtype.h"   /* dp_dtype */
+
+/* --- matmul.c --- */
+/* y[t, n] = sum_k x[t, k] * W[n, k] (+ bias[n] when bias is not NULL): PyTorch's Linear, y = x W^T.
+** x: [T, K], W: [N, K], bias: [N] or NULL, y: [T, N]. Accumulates in double, so the reference is the more
+** exact side of a comparison with any GPU accumulation order. */
+void dp_ref_matmul(const float *x, const float *w, const float *bias, float *y,
+                   uint32_t T, uint32_t N, uint32_t K);
+
+/* Widen n stored elements to f32 (dtype f32, f16 or bf16; src holds float, or uint16 bit patterns).
+** Any other dtype => DP_EINVAL naming it. */
+dp_status dp_ref_to_f32(const void *src, dp_dtype dtype, float *dst, uint64_t n, dp_err *err);
+/* Round n floats in place to the nearest f16 / bf16 value (round to nearest even), for building
+** references from the same rounded inputs the GPU reads. dtype f32 leaves x unchanged. */
+dp_status dp_ref_round(float *x, dp_dtype dtype, uint64_t n, dp_err *err);
+
+/* y[t, c] = table[ids[t], c] * scale (f32 math), table [rows, C] stored as dtype (f32, f16 or bf16),
+** y [T, C]. An id >= rows gives a zero row, as the gather kernel does; the call then still returns
+** DP_EINVAL naming the first such token, so that hosts notice. */
+dp_status dp_ref_embed(const void *table, dp_dtype dtype, uint32_t rows, uint32_t C, const uint32_t *ids,
+                       uint32_t T, float scale, float *y, dp_err *err);
+
+/* ==== end matmul / embedding ================================================================== */
+
 #endif
