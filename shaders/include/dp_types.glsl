@@ -1,0 +1,86 @@
+// shaders/include/dp_types.glsl: element types chosen by define, so that one kernel source serves every
+// dtype variant. Kernels name the reference types and go through the load/store macros below; the macros
+// (not functions) work on *In, *Out and *Buf references alike. Arithmetic is always f32.
+//
+// Defines (set by the runtime from the kernel key; absent = the f32 default):
+//   DP_ACT_F16                  activations are f16 (else f32)
+//   DP_W_F32 | DP_W_F16 | DP_W_BF16   weights (none = f32); bf16 is stored as uint16
+//   DP_KV_F16                   KV cache is f16 (else f32)
+// Provided, for X in ACT, W, KV:
+//   X_In / X_Out / X_Buf        buffer-reference types (readonly / writeonly / read-write)
+//   X_T                         the stored element type (float, float16_t or uint16_t for bf16)
+//   X_BYTES                     bytes per element (4 or 2), for 64-bit address math: X_In(addr + i * X_BYTES)
+//   x_load(p, i)   -> float     (act_load, w_load, kv_load)
+//   x_store(p, i, v)            (act_store, kv_store; weights are never written by kernels)
+// Also: DP_RAW16_In, 16-byte raw loads (uvec4) for vectorised kernels; decode with dp_w_unpack / dp_act_unpack
+// helpers defined in the kernels that use them.
+#ifndef DP_TYPES_GLSL
+#define DP_TYPES_GLSL
+
+#include "dp_common.glsl"
+
+// ---- activations -------------------------------------------------------------------------------
+#ifdef DP_ACT_F16
+#define ACT_In    F16In
+#define ACT_Out   F16Out
+#define ACT_Buf   F16Buf
+#define ACT_T     float16_t
+#define ACT_BYTES 2u
+#define act_load(p, i)     float((p).v[(i)])
+#define act_store(p, i, x) ((p).v[(i)] = float16_t(x))
+#else
+#define ACT_In    F32In
+#define ACT_Out   F32Out
+#define ACT_Buf   F32Buf
+#define ACT_T     float
+#define ACT_BYTES 4u
+#define act_load(p, i)     ((p).v[(i)])
+#define act_store(p, i, x) ((p).v[(i)] = float(x))
+#endif
+
+// ---- weights -----------------------------------------------------------------------------------
+#if defined(DP_W_F16)
+#define W_In    F16In
+#define W_T     float16_t
+#define W_BYTES 2u
+#define w_load(p, i) float((p).v[(i)])
+#elif defined(DP_W_BF16)
+#define W_In    BF16In
+#define W_T     uint16_t
+#define W_BYTES 2u
+#define w_load(p, i) dp_bf16_to_f32((p).v[(i)])
+#else
+#ifndef DP_W_F32
+#define DP_W_F32
+#endif
+#define W_In    F32In
+#define W_T     float
+#define W_BYTES 4u
+#define w_load(p, i) ((p).v[(i)])
+#endif
+
+// ---- KV cache ----------------------------------------------------------------------------------
+#ifdef DP_KV_F16
+#define KV_In    F16In
+#define KV_Out   F16Out
+#define KV_Buf   F16Buf
+#define KV_T     float16_t
+#define KV_BYTES 2u
+#define kv_load(p, i)     float((p).v[(i)])
+#define kv_store(p, i, x) ((p).v[(i)] = float16_t(x))
+#else
+#define KV_In    F32In
+#define KV_Out   F32Out
+#define KV_Buf   F32Buf
+#define KV_T     float
+#define KV_BYTES 4u
+#define kv_load(p, i)     ((p).v[(i)])
+#define kv_store(p, i, x) ((p).v[(i)] = float(x))
+#endif
+
+// ---- 16-byte raw loads ---------------------------------------------------------------------------
+// A uvec4 holds 4 f32 or 8 f16/bf16 elements. The address must be a multiple of 16: kernels check that
+// (and the row length) at run time and fall back to element loads otherwise.
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer DP_RAW16_In { uvec4 v[]; };
+
+#endif

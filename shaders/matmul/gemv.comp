@@ -1,0 +1,174 @@
+#version 460
+// gemv: y[t, n] = sum_k x[t, k] * W[n, k]  (+ bias[n] with DP_BIAS)          the decode hot spot (T = 1..~8)
+// W is PyTorch's Linear layout [N, K]. Each workgroup owns ROWS consecutive rows of W and TT consecutive
+// tokens; its WG threads split K so that neighbouring threads read neighbouring 16-byte chunks of a row
+// (coalesced), each W element is read once per TT tokens, and partial sums are reduced with subgroupAdd and
+// then across subgroups in shared memory (any subgroup size). Accumulation is f32.
+// Vectorised path (uvec4 loads: 4 f32 or 8 f16/bf16 weights per load) when K is a multiple of VW
+// (4 for f32 weights, 8 for f16/bf16) and W, x and their row strides are 16-byte aligned; element loads
+// otherwise (any K). The test is uniform, taken once per dispatch.
+//
+// Dispatch: nb = ceil(N / ROWS) row blocks, tb = ceil(T / TT) token blocks.
+//   groups = (gx, tb, gz) with gx = min(nb, 65535), gz = ceil(nb / gx)   (row block = x + gx * z;
+//   65535 is Vulkan's guaranteed limit per dimension, and a 262144-row lm_head at ROWS = 2 exceeds it).
+//   Blocks past the end are no-ops.
+// Push (by name):
+//   x         ACT  [T, x_stride]      activations (token-major)
+//   w         W    [N, K]             weights
+//   y         ACT  [T, y_stride]      output
+//   bias      W    [N]                only with DP_BIAS (the member does not exist otherwise)
+//   T, N, K   uint                    shape
+//   x_stride  uint                    elements between tokens of x; 0 = K
+//   y_stride  uint                    elements between tokens of y; 0 = N (lets y be a column slice)
+// Spec constants (by name):
+//   WG    workgroup size (local_size_x_id = 0), default 128. H100 hint: 64..128 for K ~ 1k, 256 for K >= 4k.
+//   ROWS  rows of W per workgroup, default 2 (1..8)
+//   TT    tokens per workgroup, default 1 (use T when T <= 4: W is streamed once for all of them)
+//   Shared memory: 4 * ROWS * TT * WG bytes (WG = 128, ROWS = 4, TT = 4: 8 KiB); keep it <= 32 KiB.
+// Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS.
+#include "dp_types.glsl"
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG   = 128;
+layout(constant_id = 1) const uint ROWS = 2;
+layout(constant_id = 2) const uint TT   = 1;
+
+layout(push_constant) uniform Push {
+    ACT_In  x;
+    W_In    w;
+    ACT_Out y;
+#ifdef DP_BIAS
+    W_In    bias;
+#endif
+    uint T;
+    uint N;
+    uint K;
+    uint x_stride;
+    uint y_stride;
+} p;
+
+#ifdef DP_W_F32
+#define VW 4u      // weights per 16-byte load
+#else
+#define VW 8u
+#endif
+
+// Partial sums of each subgroup: [ROWS * TT][WG] (WG bounds the number of subgroups for any subgroup size).
+shared float red[ROWS * TT * WG];
+
+// Widens one 16-byte chunk of weights into VW floats.
+void w_unpack(uvec4 u, inout float v[VW])
+{
+#if defined(DP_W_F32)
+    v[0] = uintBitsToFloat(u.x); v[1] = uintBitsToFloat(u.y);
+    v[2] = uintBitsToFloat(u.z); v[3] = uintBitsToFloat(u.w);
+#elif defined(DP_W_F16)
+    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
+    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
+#else   // bf16: element 2j is the low half of word j (little endian)
+    v[0] = uintBitsToFloat(u.x << 16); v[1] = uintBitsToFloat(u.x & 0xffff0000u);
+    v[2] = uintBitsToFloat(u.y << 16); v[3] = uintBitsToFloat(u.y & 0xffff0000u);
+    v[4] = uintBitsToFloat(u.z << 16); v[5] = uintBitsToFloat(u.z & 0xffff0000u);
+    v[6] = uintBitsToFloat(u.w << 16); v[7] = uintBitsToFloat(u.w & 0xffff0000u);
+#endif
+}
+
+// Loads x[k0 .. k0 + VW) of one token row (row base address xrow, 16-byte aligned on the vector path).
+void x_chunk(uint64_t xrow, uint k0, inout float v[VW])
+{
+#if defined(DP_ACT_F16) && !defined(DP_W_F32)       // 8 halves = one uvec4
+    uvec4 u = DP_RAW16_In(xrow).v[k0 / 8u];
+    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
+    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
+#elif defined(DP_ACT_F16)                           // 4 halves: element loads (x is small and cached)
+    ACT_In xr = ACT_In(xrow);
+    for (uint e = 0u; e < VW; ++e) v[e] = act_load(xr, k0 + e);
+#else                                               // f32: VW / 4 uvec4
+    DP_RAW16_In xr = DP_RAW16_In(xrow);
+    for (uint q = 0u; q < VW / 4u; ++q) {
+        uvec4 u = xr.v[k0 / 4u + q];
+        v[4u * q + 0u] = uintBitsToFloat(u.x); v[4u * q + 1u] = uintBitsToFloat(u.y);
+        v[4u * q + 2u] = uintBitsToFloat(u.z); v[4u * q + 3u] = uintBitsToFloat(u.w);
+    }
+#endif
+}
+
+void main()
+{
+    const uint tid = gl_LocalInvocationID.x;
+    const uint block = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z;
+    const uint n0 = block * ROWS;
+    const uint t0 = gl_WorkGroupID.y * TT;
+    if (n0 >= p.N || t0 >= p.T) return;            // uniform over the workgroup: no barrier is skipped unevenly
+
+    const uint K  = p.K;
+    const uint xs = p.x_stride != 0u ? p.x_stride : K;
+    const uint ys = p.y_stride != 0u ? p.y_stride : p.N;
+
+    // Row base addresses in 64 bits (an lm_head's N * K can pass 2^31 elements). Rows and tokens past
+    // the end are clamped to the last valid one: they read real memory and their sums are dropped.
+    uint64_t wrow[ROWS];
+    for (uint r = 0u; r < ROWS; ++r)
+        wrow[r] = uint64_t(p.w) + uint64_t(min(n0 + r, p.N - 1u)) * uint64_t(K) * W_BYTES;
+    uint64_t xrow[TT];
+    for (uint t = 0u; t < TT; ++t)
+        xrow[t] = uint64_t(p.x) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(xs) * ACT_BYTES;
+
+    float acc[ROWS * TT];
+    for (uint i = 0u; i < ROWS * TT; ++i) acc[i] = 0.0;
+
+    const bool x_vec_ok =
+#if defined(DP_ACT_F16) && defined(DP_W_F32)
+        true;                                       // x is read element-wise on this combination
+#else
+        (uint64_t(p.x) & 15ul) == 0ul && ((xs * ACT_BYTES) & 15u) == 0u;
+#endif
+    const bool vec = (K % VW) == 0u && (uint64_t(p.w) & 15ul) == 0ul && ((K * W_BYTES) & 15u) == 0u && x_vec_ok;
+
+    if (vec) {
+        const uint chunks = K / VW;
+        for (uint c = tid; c < chunks; c += WG) {
+            uvec4 raw[ROWS];                        // issue every row's load before using any
+            for (uint r = 0u; r < ROWS; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
+            for (uint t = 0u; t < TT; ++t) {
+                float xv[VW];
+                x_chunk(xrow[t], c * VW, xv);
+                for (uint r = 0u; r < ROWS; ++r) {
+                    float wv[VW];
+                    w_unpack(raw[r], wv);
+                    float s = acc[r * TT + t];
+                    for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                    acc[r * TT + t] = s;
+                }
+            }
+        }
+    } else {
+        for (uint k = tid; k < K; k += WG) {
+            float wv[ROWS];
+            for (uint r = 0u; r < ROWS; ++r) wv[r] = w_load(W_In(wrow[r]), k);
+            for (uint t = 0u; t < TT; ++t) {
+                float xv = act_load(ACT_In(xrow[t]), k);
+                for (uint r = 0u; r < ROWS; ++r) acc[r * TT + t] = fma(wv[r], xv, acc[r * TT + t]);
+            }
+        }
+    }
+
+    for (uint i = 0u; i < ROWS * TT; ++i) {
+        float s = subgroupAdd(acc[i]);
+        if (subgroupElect()) red[i * WG + gl_SubgroupID] = s;
+    }
+    barrier();
+    for (uint i = tid; i < ROWS * TT; i += WG) {
+        const uint r = i / TT, t = i % TT;
+        const uint n = n0 + r, tok = t0 + t;
+        if (n >= p.N || tok >= p.T) continue;
+        float s = 0.0;
+        for (uint g = 0u; g < gl_NumSubgroups; ++g) s += red[i * WG + g];
+#ifdef DP_BIAS
+        s += w_load(p.bias, n);
+#endif
+        act_store(p.y, tok * ys + n, s);
+    }
+}

@@ -1,0 +1,194 @@
+/*
+** tests/unit/test_k_norm.c: shaders/norm/rmsnorm.comp and add_rmsnorm.comp against core/ref/norm.c on
+** lavapipe, for activations f32/f16 x weights f32/f16/bf16, Gemma's (1 + w) and plain w, hidden rows
+** (n = 1152, 67: odd, not a multiple of WG) and per-head rows (q[T, H, 32] as T*H rows of 32, in place).
+** Inputs are rounded to their stored dtypes first, so the reference sees exactly what the GPU reads.
+*/
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "k_gpu.h"
+
+/* Allowed |gpu - ref| for an output whose reference is y.
+** f32: the sum of n <= 1152 squares in f32 (tree order) is off by <= log2(n) * 2^-24 relative, inversesqrt by
+** a few ulps, so y is off by ~1e-6 relative; with O(1) inputs |y| <= ~4: 1e-4 abs leaves a wide margin and
+** still catches a wrong eps, offset or weight element (all >= 1e-3 here).
+** f16 output: the f32 value is rounded once to f16: <= 2^-11 |y| (RNE), 2^-10 |y| allowed (RTZ is legal). */
+static double tol(bool f16, double y)
+{
+    return 1e-4 + (f16 ? ldexp(fabs(y), -10) : 0.0);
+}
+
+typedef struct norm_case {
+    uint32_t rows, n, wg;
+    float    offset;
+    bool     in_place;
+} norm_case;
+
+static void check(const char *what, const float *got, const float *ref, uint64_t n, bool f16)
+{
+    double worst = 0.0;
+    for (uint64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]);
+        if (!(d <= tol(f16, ref[i])))
+            fail_msg("%s: [%llu] = %.7g, ref %.7g (diff %.3g > %.3g)", what, (unsigned long long)i, got[i], ref[i],
+                     d, tol(f16, ref[i]));
+        if (d / tol(f16, ref[i]) > worst) worst = d / tol(f16, ref[i]);
+    }
+    print_message("  %s: worst err/tol %.3f\n", what, worst);
+}
+
+static void run_rmsnorm(kg_ctx *c, const norm_case *nc, bool act_f16, dp_dtype wdt)
+{
+    dp_dtype adt = act_f16 ? DP_F16 : DP_F32;
+    uint64_t len = (uint64_t)nc->rows * nc->n;
+    float *x = malloc(len * 4), *w = malloc(nc->n * 4), *ref = malloc(len * 4), *got = malloc(len * 4);
+    assert_true(x && w && ref && got);
+    kg_fill(c, x, len, 2.0f);
+    kg_fill(c, w, nc->n, 1.0f);
+    kg_round(x, adt, len);
+    kg_round(w, wdt, nc->n);
+    dp_ref_rmsnorm(x, w, ref, nc->rows, nc->n, 1e-6f, nc->offset);
+
+    dp_gtensor *tx = kg_upload(c, adt, x, len), *tw = kg_upload(c, wdt, w, nc->n);
+    dp_gtensor *ty = nc->in_place ? tx : kg_upload(c, adt, x, len);
+    const char *defs[4];
+    uint32_t nd = kg_defines(defs, act_f16, wdt, false);
+    dp_dispatch d;
+    dp_dispatch_init(&d, kg_kernel(c, "norm/rmsnorm.comp", defs, nd, nc->wg));
+    dp_dispatch_tensor(&d, "x", tx);
+    dp_dispatch_tensor(&d, "w", tw);
+    dp_dispatch_tensor(&d, "y", ty);
+    dp_dispatch_u32(&d, "rows", nc->rows);
+    dp_dispatch_u32(&d, "n", nc->n);
+    dp_dispatch_f32(&d, "eps", 1e-6f);
+    dp_dispatch_f32(&d, "w_offset", nc->offset);
+    uint32_t gx, gy;
+    kg_groups_rows(nc->rows, &gx, &gy);
+    kg_run(c, &d, gx, gy, 1);
+    kg_download(ty, got, len);
+
+    char what[160];
+    snprintf(what, sizeof what, "rmsnorm act=%s w=%s rows=%u n=%u WG=%u offset=%g%s", dp_dtype_name(adt),
+             dp_dtype_name(wdt), nc->rows, nc->n, nc->wg, (double)nc->offset, nc->in_place ? " in place" : "");
+    check(what, got, ref, len, act_f16);
+    dp_gtensor_release(tx);
+    dp_gtensor_release(tw);
+    if (!nc->in_place) dp_gtensor_release(ty);
+    free(x); free(w); free(ref); free(got);
+}
+
+static void run_add_rmsnorm(kg_ctx *c, const norm_case *nc, bool act_f16, dp_dtype wdt)
+{
+    dp_dtype adt = act_f16 ? DP_F16 : DP_F32;
+    uint64_t len = (uint64_t)nc->rows * nc->n;
+    float *a = malloc(len * 4), *b = malloc(len * 4), *w = malloc(nc->n * 4);
+    float *rr = malloc(len * 4), *ry = malloc(len * 4), *gr = malloc(len * 4), *gy_ = malloc(len * 4);
+    assert_true(a && b && w && rr && ry && gr && gy_);
+    kg_fill(c, a, len, 2.0f);
+    kg_fill(c, b, len, 1.0f);
+    kg_fill(c, w, nc->n, 1.0f);
+    kg_round(a, adt, len);
+    kg_round(b, adt, len);
+    kg_round(w, wdt, nc->n);
+    dp_ref_add_rmsnorm(a, b, w, rr, ry, nc->rows, nc->n, 1e-6f, nc->offset, act_f16);
+
+    dp_gtensor *ta = kg_upload(c, adt, a, len), *tb = kg_upload(c, adt, b, len), *tw = kg_upload(c, wdt, w, nc->n);
+    dp_gtensor *ty = kg_upload(c, adt, b, len);
+    dp_gtensor *tr = nc->in_place ? ta : kg_upload(c, adt, a, len);   /* in place: the residual stream */
+    const char *defs[4];
+    uint32_t nd = kg_defines(defs, act_f16, wdt, false);
+    dp_dispatch d;
+    dp_dispatch_init(&d, kg_kernel(c, "norm/add_rmsnorm.comp", defs, nd, nc->wg));
+    dp_dispatch_tensor(&d, "a", ta);
+    dp_dispatch_tensor(&d, "b", tb);
+    dp_dispatch_tensor(&d, "w", tw);
+    dp_dispatch_tensor(&d, "r", tr);
+    dp_dispatch_tensor(&d, "y", ty);
+    dp_dispatch_u32(&d, "rows", nc->rows);
+    dp_dispatch_u32(&d, "n", nc->n);
+    dp_dispatch_f32(&d, "eps", 1e-6f);
+    dp_dispatch_f32(&d, "w_offset", nc->offset);
+    uint32_t gx, gy;
+    kg_groups_rows(nc->rows, &gx, &gy);
+    kg_run(c, &d, gx, gy, 1);
+    kg_download(tr, gr, len);
+    kg_download(ty, gy_, len);
+
+    /* r = a + b of two stored values: exact in f32 for f16 inputs, then one rounding to f16, RNE on both
+    ** sides (a rounding-mode difference would show here first); for f32 it is the same f32 add. */
+    for (uint64_t i = 0; i < len; i++)
+        if (gr[i] != rr[i])
+            fail_msg("add_rmsnorm act=%s: r[%llu] = %.8g, ref %.8g", dp_dtype_name(adt), (unsigned long long)i,
+                     gr[i], rr[i]);
+    char what[160];
+    snprintf(what, sizeof what, "add_rmsnorm act=%s w=%s rows=%u n=%u WG=%u offset=%g%s", dp_dtype_name(adt),
+             dp_dtype_name(wdt), nc->rows, nc->n, nc->wg, (double)nc->offset, nc->in_place ? " in place" : "");
+    check(what, gy_, ry, len, act_f16);
+    dp_gtensor_release(ta);
+    dp_gtensor_release(tb);
+    dp_gtensor_release(tw);
+    dp_gtensor_release(ty);
+    if (!nc->in_place) dp_gtensor_release(tr);
+    free(a); free(b); free(w); free(rr); free(ry); free(gr); free(gy_);
+}
+
+static const norm_case CASES[] = {
+    {5, 1152, 256, 1.0f, false},   /* Gemma 1B hidden rows */
+    {7, 67, 64, 0.0f, false},      /* odd n, several elements per invocation skipped */
+    {12, 32, 32, 1.0f, true},      /* q-norm: q[3, 4, 32] as 12 rows of one head, in place */
+    {3, 256, 128, 1.0f, true},     /* head_dim 256 */
+    {2, 1000, 8, 0.0f, false},     /* a workgroup as small as lavapipe's subgroup */
+    {70001, 8, 8, 1.0f, false},    /* more rows than one grid dimension holds: (65535, 2) groups */
+};
+
+static void test_rmsnorm(void **state)
+{
+    kg_ctx *c = *state;
+    for (size_t i = 0; i < DP_ARRAY_LEN(CASES); i++)
+        for (int act = 0; act < 2; act++) {
+            run_rmsnorm(c, &CASES[i], act, DP_F32);
+            run_rmsnorm(c, &CASES[i], act, DP_F16);
+            run_rmsnorm(c, &CASES[i], act, DP_BF16);
+        }
+}
+
+static void test_add_rmsnorm(void **state)
+{
+    kg_ctx *c = *state;
+    for (size_t i = 0; i < DP_ARRAY_LEN(CASES); i++)
+        for (int act = 0; act < 2; act++) {
+            run_add_rmsnorm(c, &CASES[i], act, DP_F32);
+            run_add_rmsnorm(c, &CASES[i], act, DP_BF16);
+        }
+}
+
+/* The reference itself against a hand-computed row: x = (1, 2, 3, 4), eps 0: rms = sqrt(7.5). */
+static void test_ref_by_hand(void **state)
+{
+    (void)state;
+    float x[4] = {1, 2, 3, 4}, w[4] = {0, 1, -1, 0.5f}, y[4];
+    dp_ref_rmsnorm(x, w, y, 1, 4, 0.0f, 1.0f);
+    double inv = 1.0 / sqrt(7.5);
+    double want[4] = {1 * inv * 1, 2 * inv * 2, 3 * inv * 0, 4 * inv * 1.5};
+    for (int i = 0; i < 4; i++) assert_true(fabs(y[i] - want[i]) < 1e-6);
+    dp_ref_rmsnorm(x, w, y, 1, 4, 0.0f, 0.0f);
+    assert_true(fabs(y[1] - 2 * inv) < 1e-6 && y[0] == 0.0f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ref_by_hand),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_add_rmsnorm),
+    };
+    return cmocka_run_group_tests(tests, kg_setup, kg_teardown);
+}
