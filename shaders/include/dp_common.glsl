@@ -40,6 +40,15 @@ layout(buffer_reference, std430, buffer_reference_align = 1) readonly  buffer U8
 layout(buffer_reference, std430, buffer_reference_align = 1) writeonly buffer U8Out { uint8_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 1)           buffer U8Buf { uint8_t v[]; };
 
+layout(buffer_reference, std430, buffer_reference_align = 2) readonly  buffer U16In  { uint16_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) writeonly buffer U16Out { uint16_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2)           buffer U16Buf { uint16_t v[]; };
+
+// 16-byte vectors: bandwidth-bound kernels (copy) move uvec4s; the address must be 16-byte aligned.
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly  buffer V4In  { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer V4Out { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16)           buffer V4Buf { uvec4 v[]; };
+
 float dp_bf16_to_f32(uint16_t b) { return uintBitsToFloat(uint(b) << 16); }
 
 // Round to nearest even, NaN kept quiet: the same rule as core/dtype.c's dp_f32_to_bf16.
@@ -49,6 +58,51 @@ uint16_t dp_f32_to_bf16(float f)
     if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);
     x += 0x7fffu + ((x >> 16) & 1u);
     return uint16_t(x >> 16);
+}
+
+// IEEE half <-> float on the bits, bit-identical to core/dtype.c (round to nearest even, subnormals
+// kept, NaN kept NaN): the hardware conversion's rounding and denormal handling are not specified.
+uint16_t dp_f32_to_f16_bits(float f)
+{
+    uint x = floatBitsToUint(f);
+    uint sign = (x >> 16) & 0x8000u;
+    uint e8 = (x >> 23) & 0xffu, man = x & 0x7fffffu;
+    if (e8 == 0xffu) return uint16_t(sign | 0x7c00u | (man != 0u ? 0x200u : 0u));
+    int e = int(e8) - 127 + 15;
+    if (e >= 31) return uint16_t(sign | 0x7c00u);
+    if (e <= 0) {
+        if (e < -10) return uint16_t(sign);
+        man |= 0x800000u;
+        uint shift = uint(14 - e);
+        uint h = man >> shift, rem = man & ((1u << shift) - 1u), mid = 1u << (shift - 1u);
+        if (rem > mid || (rem == mid && (h & 1u) != 0u)) h++;
+        return uint16_t(sign | h);
+    }
+    uint h = sign | (uint(e) << 10) | (man >> 13);
+    uint rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u) != 0u)) h++;
+    return uint16_t(h);
+}
+
+float dp_f16_bits_to_f32(uint16_t hb)
+{
+    uint h = uint(hb);
+    uint sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint bits;
+    if (e == 0u) {
+        if (man == 0u) {
+            bits = sign;
+        } else {                      // subnormal: normalise
+            int k = findMSB(man);     // 0..9
+            man = (man << uint(10 - k)) & 0x3ffu;
+            bits = sign | (uint(k - 24 + 127) << 23) | (man << 13);
+        }
+    } else if (e == 31u) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((e - 15u + 127u) << 23) | (man << 13);
+    }
+    return uintBitsToFloat(bits);
 }
 
 #endif

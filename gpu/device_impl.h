@@ -1,0 +1,48 @@
+/*
+** gpu/device_impl.h: the device context's fields, shared by the gpu/ sources only (everyone else uses
+** the accessors in gpu/device.h).
+*/
+#ifndef DP_GPU_DEVICE_IMPL_H
+#define DP_GPU_DEVICE_IMPL_H
+
+#include "gpu/device.h"
+#include "gpu/pool.h"
+
+struct dp_kernel;
+
+struct dp_device {
+    VkInstance               instance;
+    VkDebugUtilsMessengerEXT messenger;
+    VkPhysicalDevice         phys;
+    VkDevice                 device;
+    VkQueue                  queue;
+    uint32_t                 qfamily;
+    VkPhysicalDeviceMemoryProperties mem;
+    dp_device_caps           caps;
+    bool                     validation;
+    uint64_t                 validation_count;   /* written by the messenger callback */
+    uint32_t                 timeout_ms;
+    uint64_t                 submits;
+    bool                     host_query_reset;
+
+    dp_pool                 *pool;
+    dp_shader_cache         *shaders;
+    dp_profiler             *profiler;
+
+    struct dp_kernel       **kernels;            /* kernel cache (gpu/kernel.c) */
+    uint32_t                 n_kernels, cap_kernels;
+
+    VkCommandPool            cmd_pool;           /* for recorders and transfers (one thread) */
+    VkCommandBuffer          xfer_cmd;           /* uploads / downloads */
+    VkFence                  xfer_fence;
+    dp_buffer                staging;            /* DP_MEM_HOST, DP_STAGING_CHUNK, acquired lazily */
+};
+
+/* Submits one command buffer and waits for `fence` (then resets it). Timeout => DP_EGPU. */
+dp_status dp_device_submit_wait(dp_device *dev, VkCommandBuffer cmd, VkFence fence, const char *what,
+                                dp_err *err);
+
+/* A full memory barrier between compute/transfer work (and towards indirect reads and the host). */
+void dp_device_cmd_barrier(VkCommandBuffer cmd);
+
+#endif
