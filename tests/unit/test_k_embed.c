@@ -82,7 +82,8 @@ static void run_case(ctx *c, const embed_case *ec, dp_dtype tdt, bool act_f16)
 
     dp_gtensor *tt = make_tensor(c, tdt, n, table, n * es);
     free(table);
-    dp_gtensor *ti = make_tensor(c, DP_U32, ec->T, ec->ids, (uint64_t)ec->T * 4);
+    /* core/dtype.h has no u32: ids travel as i32-sized elements, the kernel reads them as uint. */
+    dp_gtensor *ti = make_tensor(c, DP_I32, ec->T, ec->ids, (uint64_t)ec->T * 4);
     dp_gtensor *ty = make_tensor(c, act_f16 ? DP_F16 : DP_F32, (uint64_t)ec->T * ec->C, NULL, 0);
 
     const char *defs[2];
