@@ -772,7 +772,8 @@ void dp_lua_register_gpu(lua_State *L, int module)
     };
     for (size_t i = 0; i < DP_ARRAY_LEN(types); i++) {
         luaL_newmetatable(L, types[i].name);
-        luaL_newlib(L, types[i].methods);
+        lua_newtable(L);
+        luaL_setfuncs(L, types[i].methods, 0);
         lua_setfield(L, -2, "__index");
         if (types[i].gc) {
             lua_pushcfunction(L, types[i].gc);

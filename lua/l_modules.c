@@ -7,4 +7,5 @@ void dp_lua_register_all(lua_State *L, int module)
 {
     dp_lua_register_gpu(L, module);
     dp_lua_register_write(L, module);
+    dp_lua_register_math(L, module);
 }

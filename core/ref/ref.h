@@ -32,18 +32,18 @@ typedef enum dp_rope_kind {
     DP_ROPE_KIND_COUNT
 } dp_rope_kind;
 
-typedef struct dp_rope_scaling {
+typedef struct dp_rope_freq_scaling {
     dp_rope_kind kind;
     float factor;             /* linear, llama3: s */
     float low_freq_factor;    /* llama3 */
     float high_freq_factor;   /* llama3 */
     float original_max_pos;   /* llama3: original_max_position_embeddings */
-} dp_rope_scaling;
+} dp_rope_freq_scaling;
 
 /* Inverse frequencies out[0 .. rot_dim/2) exactly as HF's modeling_rope_utils computes them (f32 tensor
 ** ops, same order). rot_dim: rotated dimensions (head_dim, or head_dim * partial_rotary_factor), even.
 ** scaling NULL = default. Bad parameters => DP_EINVAL naming the parameter. */
-dp_status dp_rope_inv_freq(double theta, uint32_t rot_dim, const dp_rope_scaling *scaling, float *out,
+dp_status dp_rope_inv_freq(double theta, uint32_t rot_dim, const dp_rope_freq_scaling *scaling, float *out,
                            dp_err *err);
 /* In place on x[T, H, D]: for i < rot_dim/2, angle a = (float)pos[t] * inv_freq[i] (f32),
 **   x[i] <- x[i] cos a - x[i + rot_dim/2] sin a,  x[i + rot_dim/2] <- x[i + rot_dim/2] cos a + x[i] sin a

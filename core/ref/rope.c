@@ -12,7 +12,7 @@
 /* torch evaluates `scalar / tensor` as reciprocal(tensor) * scalar, in the tensor's dtype. */
 static float rdiv(float scalar, float t) { return (1.0f / t) * scalar; }
 
-dp_status dp_rope_inv_freq(double theta, uint32_t rot_dim, const dp_rope_scaling *scaling, float *out,
+dp_status dp_rope_inv_freq(double theta, uint32_t rot_dim, const dp_rope_freq_scaling *scaling, float *out,
                            dp_err *err)
 {
     dp_rope_kind kind = scaling ? scaling->kind : DP_ROPE_DEFAULT;

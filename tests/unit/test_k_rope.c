@@ -30,7 +30,7 @@ static void test_table_default_linear(void **state)
     dp_err e = {0};
     assert_int_equal(dp_rope_inv_freq(10000.0, 64, NULL, f, &e), DP_OK);
     for (int i = 0; i < 32; i++) assert_rel(f[i], pow(10000.0, -2.0 * i / 64), 1e-6, "default", i);
-    dp_rope_scaling lin = {.kind = DP_ROPE_LINEAR, .factor = 8.0f};
+    dp_rope_freq_scaling lin = {.kind = DP_ROPE_LINEAR, .factor = 8.0f};
     assert_int_equal(dp_rope_inv_freq(1e6, 256, &lin, f, &e), DP_OK);
     for (int i = 0; i < 128; i++) assert_rel(f[i], pow(1e6, -2.0 * i / 256) / 8.0, 1e-6, "linear", i);
 }
@@ -43,7 +43,7 @@ static void test_table_llama3(void **state)
     (void)state;
     float f[32];
     dp_err e = {0};
-    dp_rope_scaling s = {.kind = DP_ROPE_LLAMA3, .factor = 32.0f, .low_freq_factor = 1.0f,
+    dp_rope_freq_scaling s = {.kind = DP_ROPE_LLAMA3, .factor = 32.0f, .low_freq_factor = 1.0f,
                          .high_freq_factor = 4.0f, .original_max_pos = 8192.0f};
     assert_int_equal(dp_rope_inv_freq(500000.0, 64, &s, f, &e), DP_OK);
     for (int i = 0; i <= 14; i++) assert_rel(f[i], pow(500000.0, -2.0 * i / 64), 1e-6, "llama3 high", i);
@@ -60,7 +60,7 @@ static void test_table_errors(void **state)
     (void)state;
     float f[8];
     dp_err e = {0};
-    dp_rope_scaling bad = {.kind = DP_ROPE_LLAMA3, .factor = 32.0f, .low_freq_factor = 4.0f,
+    dp_rope_freq_scaling bad = {.kind = DP_ROPE_LLAMA3, .factor = 32.0f, .low_freq_factor = 4.0f,
                            .high_freq_factor = 1.0f, .original_max_pos = 8192.0f};
     assert_int_equal(dp_rope_inv_freq(10000.0, 7, NULL, f, &e), DP_EINVAL);
     assert_non_null(strstr(e.msg, "even"));
@@ -68,7 +68,7 @@ static void test_table_errors(void **state)
     assert_int_equal(dp_rope_inv_freq(10000.0, 8, &bad, f, &e), DP_EINVAL);
     assert_non_null(strstr(e.msg, "llama3"));
     dp_err_clear(&e);
-    dp_rope_scaling zero = {.kind = DP_ROPE_LINEAR, .factor = 0.0f};
+    dp_rope_freq_scaling zero = {.kind = DP_ROPE_LINEAR, .factor = 0.0f};
     assert_int_equal(dp_rope_inv_freq(10000.0, 8, &zero, f, &e), DP_EINVAL);
 }
 
@@ -86,7 +86,7 @@ static void test_ref_by_hand(void **state)
 typedef struct rope_case {
     uint32_t T, H, D, rot;
     uint32_t pos0;
-    dp_rope_scaling scaling;
+    dp_rope_freq_scaling scaling;
     double theta;
 } rope_case;
 
@@ -153,9 +153,9 @@ static void run_rope(kg_ctx *c, const rope_case *rc, bool act_f16)
 static void test_rope_gpu(void **state)
 {
     kg_ctx *c = *state;
-    const dp_rope_scaling none = {.kind = DP_ROPE_DEFAULT};
-    const dp_rope_scaling lin = {.kind = DP_ROPE_LINEAR, .factor = 8.0f};
-    const dp_rope_scaling l3 = {.kind = DP_ROPE_LLAMA3, .factor = 32.0f, .low_freq_factor = 1.0f,
+    const dp_rope_freq_scaling none = {.kind = DP_ROPE_DEFAULT};
+    const dp_rope_freq_scaling lin = {.kind = DP_ROPE_LINEAR, .factor = 8.0f};
+    const dp_rope_freq_scaling l3 = {.kind = DP_ROPE_LLAMA3, .factor = 32.0f, .low_freq_factor = 1.0f,
                                 .high_freq_factor = 4.0f, .original_max_pos = 8192.0f};
     const rope_case cases[] = {
         {7, 4, 32, 32, 0, none, 10000.0},      /* gemma3-tiny: q[7, 4, 32], positions 0..6 */
