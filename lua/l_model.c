@@ -21,11 +21,16 @@
 
 typedef struct l_model { dp_model *m; } l_model;
 
-static dp_model *check_model(lua_State *L)
+dp_model *dp_lua_check_model(lua_State *L, int idx)
 {
-    l_model *u = luaL_checkudata(L, 1, DP_LUA_MODEL);
+    l_model *u = luaL_checkudata(L, idx, DP_LUA_MODEL);
     if (!u->m) luaL_error(L, "model is closed");
     return u->m;
+}
+
+static dp_model *check_model(lua_State *L)
+{
+    return dp_lua_check_model(L, 1);
 }
 
 /* ---- JSON -> Lua ---- */

@@ -10,6 +10,11 @@
 
 #include <lua.h>
 
+#include "core/formats/model_file.h"
+
+/* The model userdata of lua/l_model.c. */
+dp_model *dp_lua_check_model(lua_State *L, int idx);
+
 /* Calls every register function below, in dependency order. */
 void dp_lua_register_all(lua_State *L, int module);
 
@@ -17,6 +22,7 @@ void dp_lua_register_gpu(lua_State *L, int module);        /* lua/l_gpu.c: devic
 void dp_lua_register_model(lua_State *L, int module);      /* lua/l_model.c: model files, configs, tensors on the host */
 void dp_lua_register_write(lua_State *L, int module);      /* lua/l_write.c: write_safetensors (synthetic models) */
 void dp_lua_register_math(lua_State *L, int module);       /* lua/l_math.c: round_to, rope_inv_freq, sample_cpu */
+void dp_lua_register_upload(lua_State *L, int module);     /* lua/l_upload.c: dev:upload_model_tensor (after gpu and model) */
 void dp_lua_register_tokenizer(lua_State *L, int module);  /* lua/l_tokenizer.c: encode, decode, chat templates */
 
 #endif

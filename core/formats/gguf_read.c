@@ -61,7 +61,7 @@ static dp_status rd_u64(reader *r, uint64_t *x) { return rd_bytes(r, x, 8); }
 
 static dp_status rd_str(reader *r, dp_gguf_str *s)
 {
-    uint64_t len;
+    uint64_t len = 0;
     dp_status st = rd_u64(r, &len);
     if (st != DP_OK) return st;
     if (!has(r, len)) return truncated(r);

@@ -108,7 +108,7 @@ static dp_status read_tensor(dp_safetensors *st, const char *path, const char *n
     if (!offs || !json_object_is_type(offs, json_type_array) || json_object_array_length(offs) != 2)
         return DP_FAIL(err, DP_EFORMAT, "%s: tensor %s: \"data_offsets\" must be an array [begin, end]", path, name);
 
-    dp_st_tensor *t;
+    dp_st_tensor *t = NULL;
     dp_status s = push_tensor(st, path, &t, err);
     if (s != DP_OK) return s;
     t->shard = shard;
@@ -128,7 +128,7 @@ static dp_status read_tensor(dp_safetensors *st, const char *path, const char *n
     t->ndim = (int)nd;
     uint64_t numel = 1;
     for (size_t i = 0; i < nd; i++) {
-        int64_t d;
+        int64_t d = 0;
         struct json_object *e = json_object_array_get_idx(shape, i);
         if (!json_object_is_type(e, json_type_int) || !dp_json_as_int(e, &d) || d < 0)
             return DP_FAIL(err, DP_EFORMAT, "%s: tensor %s: shape[%zu] is not a non-negative integer", path, name, i);

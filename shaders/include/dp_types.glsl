@@ -6,6 +6,7 @@
 //   DP_ACT_F16                  activations are f16 (else f32)
 //   DP_W_F32 | DP_W_F16 | DP_W_BF16   weights (none = f32); bf16 is stored as uint16
 //   DP_KV_F16                   KV cache is f16 (else f32)
+//   DP_OUT_F32                  matrix kernels write f32 whatever the activation type (logits)
 // Provided, for X in ACT, W, KV:
 //   X_In / X_Out / X_Buf        buffer-reference types (readonly / writeonly / read-write)
 //   X_T                         the stored element type (float, float16_t or uint16_t for bf16)
@@ -36,6 +37,15 @@
 #define ACT_BYTES 4u
 #define act_load(p, i)     ((p).v[(i)])
 #define act_store(p, i, x) ((p).v[(i)] = float(x))
+#endif
+
+// ---- outputs of matrix kernels: the activation type, or f32 with DP_OUT_F32 (logits) ----------
+#ifdef DP_OUT_F32
+#define OUT_Out F32Out
+#define out_store(p, i, x) ((p).v[(i)] = float(x))
+#else
+#define OUT_Out ACT_Out
+#define out_store(p, i, x) act_store(p, i, x)
 #endif
 
 // ---- weights -----------------------------------------------------------------------------------

@@ -23,7 +23,7 @@
 //   BN   outputs per tile, default 64       TN  outputs per thread, default 4  (BN % TN == 0)
 //   BK   K slice, default 16
 //   Shared memory: 4 * BK * (BM + BN + 2) bytes (defaults: 8.3 KiB; BK = 32: 16.6 KiB); keep it <= 32 KiB.
-// Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS.
+// Defines: DP_OUT_F32 (y in f32 whatever the activations), DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS.
 #include "dp_types.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -37,7 +37,7 @@ layout(constant_id = 5) const uint TN = 4;
 layout(push_constant) uniform Push {
     ACT_In  x;
     W_In    w;
-    ACT_Out y;
+    OUT_Out y;
 #ifdef DP_BIAS
     W_In    bias;
 #endif
@@ -124,7 +124,7 @@ void main()
 #endif
         for (uint i = 0u; i < TM; ++i) {
             const uint m = m0 + ty + TY * i;
-            if (m < T) act_store(p.y, m * ys + n, acc[i * TN + j] + bn);
+            if (m < T) out_store(p.y, m * ys + n, acc[i * TN + j] + bn);
         }
     }
 }

@@ -25,7 +25,7 @@
 //   ROWS  rows of W per workgroup, default 2 (1..8)
 //   TT    tokens per workgroup, default 1 (use T when T <= 4: W is streamed once for all of them)
 //   Shared memory: 4 * ROWS * TT * WG bytes (WG = 128, ROWS = 4, TT = 4: 8 KiB); keep it <= 32 KiB.
-// Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS.
+// Defines: DP_OUT_F32 (y in f32 whatever the activations), DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS.
 #include "dp_types.glsl"
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -38,7 +38,7 @@ layout(constant_id = 2) const uint TT   = 1;
 layout(push_constant) uniform Push {
     ACT_In  x;
     W_In    w;
-    ACT_Out y;
+    OUT_Out y;
 #ifdef DP_BIAS
     W_In    bias;
 #endif
@@ -169,6 +169,6 @@ void main()
 #ifdef DP_BIAS
         s += w_load(p.bias, n);
 #endif
-        act_store(p.y, tok * ys + n, s);
+        out_store(p.y, tok * ys + n, s);
     }
 }

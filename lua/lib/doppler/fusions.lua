@@ -37,7 +37,8 @@ local function make_ctx(nodes)
   return ctx
 end
 
--- Returns fused copies of graph.nodes (the graph itself is not changed).
+-- Returns fused copies of graph.nodes (the graph itself is not changed) and the map from each
+-- original node to its copy.
 function M.apply(graph, env)
   local copies, map = {}, {}
   for i, n in ipairs(graph.nodes) do
@@ -50,7 +51,7 @@ function M.apply(graph, env)
     copies[i] = c
   end
   for _, name in ipairs(graph.output_order) do map[graph.outputs[name]].is_output = true end
-  if env and env.hints and env.hints.values and env.hints.values.fusion == "off" then return copies end
+  if env and env.hints and env.hints.values and env.hints.values.fusion == "off" then return copies, map end
   local ctx = make_ctx(copies)
   for _, rule in ipairs(M.rules) do
     for _, n in ipairs(copies) do
@@ -79,7 +80,7 @@ function M.apply(graph, env)
   for _, n in ipairs(copies) do
     if live[n] then out[#out + 1] = n end
   end
-  return out
+  return out, map
 end
 
 -- act(gate) * up  ->  one GLU kernel (GeGLU for gelu_tanh, SwiGLU for silu).

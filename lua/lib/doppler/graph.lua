@@ -56,7 +56,7 @@ function Graph.new(opts)
     inputs = {},       -- name -> node
     outputs = {},      -- name -> node
     output_order = {},
-    state = {},        -- name -> node (tensors that persist across passes: KV caches)
+    states = {},       -- name -> node (tensors that persist across passes: KV caches)
     name = opts.name or "graph",
   }, Graph)
 end
@@ -100,7 +100,7 @@ end
 -- A persistent buffer (a KV cache): survives between passes, owned by the session.
 function Graph:state(name, shape, dtype)
   local n = self:node("state", {}, {name = name}, copy(shape), dtype)
-  self.state[name] = n
+  self.states[name] = n
   return n
 end
 

@@ -102,7 +102,7 @@ end
 
 function M.compile(dev, graph, env)
   local T = env.T
-  local nodes = fusions.apply(graph, env)
+  local nodes, copy_of = fusions.apply(graph, env)
 
   -- Shapes with T bound, consumers, and the last reader of each node.
   local last_use, consumers = {}, {}
@@ -115,7 +115,7 @@ function M.compile(dev, graph, env)
       consumers[inp] = (consumers[inp] or 0) + 1
     end
   end
-  for _, name in ipairs(graph.output_order) do last_use[graph.outputs[name]] = #nodes + 1 end
+  for _, name in ipairs(graph.output_order) do last_use[copy_of[graph.outputs[name]]] = #nodes + 1 end
 
   -- The root (memory owner) of each node: views and in-place ops alias their first input.
   local root = {}
@@ -150,7 +150,7 @@ function M.compile(dev, graph, env)
 
   local p = setmetatable({ dev = dev, graph = graph, env = env, T = T, nodes = nodes,
                            arena_bytes = arena_bytes, tensors = {}, owned = {}, dispatches = 0 }, Plan)
-  if env.arena and env.arena:bytes() >= arena_bytes then
+  if env.arena and env.arena:nbytes() >= arena_bytes then
     p.arena = env.arena
   else
     p.arena = dev:tensor { dtype = "u8", shape = { math.max(arena_bytes, ALIGN) } }
@@ -180,7 +180,7 @@ function M.compile(dev, graph, env)
       elseif n.op == "slice" then
         offset = n.attrs.from * ELT[n.etype]    -- only the first row is contiguous: users pass strides
       end
-      t = src:view { offset = offset, dtype = n.etype, shape = n.bshape, extent = src:bytes() - offset }
+      t = src:view { offset = offset, dtype = n.etype, shape = n.bshape, extent = src:nbytes() - offset }
     end
     p.tensors[n] = t
   end
@@ -195,13 +195,13 @@ function M.compile(dev, graph, env)
   end
   p.dispatches = ctx.dispatches
   p.outputs = {}
-  for name, n in pairs(graph.outputs) do p.outputs[name] = p.tensors[n] end
+  for name, n in pairs(graph.outputs) do p.outputs[name] = p.tensors[copy_of[n]] end
   return p
 end
 
 -- Replays the recorded command buffer and waits for it.
 function Plan:run()
-  self.recorder:replay()
+  self.recorder:run()
 end
 
 function Plan:output(name) return self.outputs[name] end

@@ -85,7 +85,7 @@ function Session:io(g, all_rows)
     if not s.states[kname] then
       s.states[kname] = s.dev:tensor { dtype = s.kv, shape = { Hkv, cap, D } }
       s.states[vname] = s.dev:tensor { dtype = s.kv, shape = { Hkv, cap, D } }
-      s.kv_bytes = s.kv_bytes + 2 * s.states[kname]:bytes()
+      s.kv_bytes = s.kv_bytes + 2 * s.states[kname]:nbytes()
     end
     return { k = g:state(kname, { Hkv, cap, D }, s.kv), v = g:state(vname, { Hkv, cap, D }, s.kv) }
   end
@@ -188,8 +188,8 @@ function Session:pass(ids, first, last, all_rows)
     end
     idv[i], posv[i] = id, self.pos + i - 1
   end
-  self.inputs.ids:upload(idv, "u32")
-  self.inputs.pos:upload(posv, "u32")
+  self.inputs.ids:upload(idv)
+  self.inputs.pos:upload(posv)
   p:run()
   self.pos = self.pos + T
   self.last_plan = p
@@ -203,7 +203,7 @@ function Session:feed(ids, all_rows, on_rows)
   while i <= #ids do
     local last = math.min(#ids, i + self.chunk - 1)
     local p = self:pass(ids, i, last, all_rows)
-    if all_rows and on_rows then on_rows({ p:output("logits"):bytes() }) end
+    if all_rows and on_rows then on_rows({ p:output("logits"):read() }) end
     i = last + 1
   end
 end

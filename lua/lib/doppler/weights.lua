@@ -46,7 +46,7 @@ function M.load(dev, recipe, model, cfg, h, progress)
     local t = model:tensor(name)
     local dt = device_dtype(t.dtype, #t.shape, h)
     out[name] = dev:upload_model_tensor(model, name, dt)
-    info.bytes = info.bytes + out[name]:bytes()
+    info.bytes = info.bytes + out[name]:nbytes()
     info.count = info.count + 1
     if name == "model.embed_tokens.weight" or i == 1 then info.embed_file_dtype = t.dtype end
     if progress then progress(i, #expected, name) end
