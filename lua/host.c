@@ -8,6 +8,7 @@
 #include <lauxlib.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 struct dp_host {
     lua_State *L;
     char       home[PATH_MAX];
+    uint64_t   validation_messages;   /* added to by lua/l_gpu.c when a device closes */
 };
 
 /*
@@ -107,6 +109,8 @@ static void open_doppler_module(dp_host *h, const dp_host_opts *opts)
     lua_pushcclosure(L, l_home, 1);
     lua_setfield(L, module, "home");
     dp_lua_register_all(L, module);
+    lua_pushlightuserdata(L, &h->validation_messages);
+    lua_setfield(L, LUA_REGISTRYINDEX, "doppler.validation_sink");
     lua_pushinteger(L, opts ? opts->device_index : -1);
     lua_setfield(L, LUA_REGISTRYINDEX, "doppler.device_index");
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
@@ -135,11 +139,13 @@ dp_host *dp_host_create(const dp_host_opts *opts)
     return h;
 }
 
-void dp_host_destroy(dp_host *h)
+uint64_t dp_host_destroy(dp_host *h)
 {
-    if (!h) return;
+    if (!h) return 0;
     lua_close(h->L);   /* runs every __gc: device objects go before the device itself */
+    uint64_t n = h->validation_messages;
     free(h);
+    return n;
 }
 
 lua_State *dp_host_state(dp_host *h) { return h->L; }

@@ -7,6 +7,7 @@
 #define DP_LUA_HOST_H
 
 #include <lua.h>
+#include <stdint.h>
 
 typedef struct dp_host dp_host;
 
@@ -16,7 +17,9 @@ typedef struct dp_host_opts {
 
 /* NULL only when the interpreter cannot be created (out of memory); the message goes to stderr. */
 dp_host   *dp_host_create(const dp_host_opts *opts);
-void       dp_host_destroy(dp_host *h);            /* NULL-safe */
+/* NULL-safe. Returns the number of Vulkan validation messages seen (DOPPLER_VALIDATION=1):
+** a caller turns a non-zero count into a failing exit status. */
+uint64_t   dp_host_destroy(dp_host *h);
 lua_State *dp_host_state(dp_host *h);
 
 /* Runs a Lua file with `arg` = { [0] = path, args... }. Returns the process exit status:

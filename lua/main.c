@@ -55,13 +55,24 @@ static int is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* Closes the interpreter; Vulkan validation messages make a successful run fail (status 3). */
+static int finish(dp_host *h, int status)
+{
+    uint64_t messages = dp_host_destroy(h);
+    if (messages && status == 0) {
+        fprintf(stderr, "doppler: failing because the validation layer reported %llu message(s)\n",
+                (unsigned long long)messages);
+        return 3;
+    }
+    return status;
+}
+
 static int run_script(const dp_host_opts *opts, const char *path, int argc, char **argv)
 {
     dp_host *h = dp_host_create(opts);
     if (!h) return 1;
     int status = dp_host_run_file(h, path, argc, argv);
-    dp_host_destroy(h);
-    return status;
+    return finish(h, status);
 }
 
 /* A Lua subcommand: lua/lib/doppler/cmd/<name>.lua, run like a script with the remaining args. */
@@ -73,8 +84,7 @@ static int run_lua_command(const dp_host_opts *opts, const char *name, int argc,
     snprintf(path, sizeof path, "%s/lua/lib/doppler/cmd/%s.lua", dp_host_home(h), name);
     *found = is_file(path);
     int status = *found ? dp_host_run_file(h, path, argc, argv) : 1;
-    dp_host_destroy(h);
-    return status;
+    return finish(h, status);
 }
 
 int main(int argc, char **argv)
@@ -105,8 +115,7 @@ int main(int argc, char **argv)
         dp_host *h = dp_host_create(&opts);
         if (!h) return 1;
         int status = dp_repl_run(h);
-        dp_host_destroy(h);
-        return status;
+        return finish(h, status);
     }
     const char *first = argv[i];
     for (const command *c = c_commands; c->name; c++)

@@ -1,0 +1,92 @@
+-- tests/lua/lib/check.lua: a tiny test harness for Lua tests run by `doppler FILE.lua`.
+--   local check = require "check"
+--   check.case("name", function() check.near(a, b, tol, "what") end)
+--   check.done()      -- prints "N passed, N failed" and exits non-zero on any failure
+-- Also: running the doppler CLI, reading float files and fixtures.
+package.path = (debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "?.lua;" .. package.path
+local doppler = require "doppler"
+
+local M = { passed = 0, failed = 0 }
+
+function M.case(name, fn)
+  local ok, err = xpcall(fn, debug.traceback)
+  if ok then
+    M.passed = M.passed + 1
+    print("ok     " .. name)
+  else
+    M.failed = M.failed + 1
+    print("FAILED " .. name .. "\n  " .. tostring(err):gsub("\n", "\n  "))
+  end
+end
+
+function M.done()
+  print(("%d passed, %d failed"):format(M.passed, M.failed))
+  -- Close GPU objects first so that validation messages are counted before we exit.
+  collectgarbage()
+  os.exit(M.failed == 0 and 0 or 1, true)
+end
+
+function M.truthy(v, what) if not v then error((what or "expected true"), 2) end end
+function M.eq(a, b, what)
+  if a ~= b then error(("%s: expected %s, got %s"):format(what or "value", tostring(b), tostring(a)), 2) end
+end
+function M.near(a, b, tol, what)
+  if not (math.abs(a - b) <= tol) then
+    error(("%s: %.9g vs %.9g differ by %.3g > %.3g"):format(what or "value", a, b, math.abs(a - b), tol), 2)
+  end
+end
+
+M.fixtures = os.getenv("DOPPLER_FIXTURES") or (doppler.home() .. "/tests/fixtures")
+M.bin = os.getenv("DOPPLER_BIN") or (doppler.home() .. "/build/doppler")
+
+function M.read_file(path)
+  local f = assert(io.open(path, "rb"), "cannot open " .. path)
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- f32 little-endian file -> list of numbers
+function M.read_f32(path)
+  local s = M.read_file(path)
+  local out, n = {}, #s // 4
+  local pos = 1
+  for i = 1, n do
+    out[i], pos = string.unpack("<f", s, pos)
+  end
+  return out
+end
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+M.quote = shell_quote
+
+-- Runs the doppler CLI with args (a list); returns ok, stdout, stderr.
+function M.run(args)
+  local err = os.tmpname()
+  local parts = { shell_quote(M.bin) }
+  for _, a in ipairs(args) do parts[#parts + 1] = shell_quote(a) end
+  local cmd = table.concat(parts, " ") .. " 2>" .. err
+  local p = assert(io.popen(cmd, "r"))
+  local out = p:read("a")
+  local ok = p:close()
+  local e = M.read_file(err)
+  os.remove(err)
+  return ok, out, e
+end
+
+function M.must_run(args)
+  local ok, out, e = M.run(args)
+  if not ok then error("doppler " .. table.concat(args, " ") .. " failed:\n" .. e, 2) end
+  return out, e
+end
+
+-- "[1,2,3]" -> {1,2,3}
+function M.parse_ids(s)
+  local ids = {}
+  for v in s:gmatch("%-?%d+") do ids[#ids + 1] = math.tointeger(tonumber(v)) end
+  return ids
+end
+
+function M.join(ids) local t = {} for i, v in ipairs(ids) do t[i] = tostring(v) end return table.concat(t, ",") end
+
+return M
