@@ -98,6 +98,8 @@ static void push_scaling(lua_State *L, const dp_rope_scaling *s)
 }
 
 /* Keys follow HF spelling; absent values (0 / -1 sentinels in C) are nil. */
+static void push_config(lua_State *L, const dp_hfconfig *c);
+
 static int l_model_config(lua_State *L)
 {
     dp_model *m = check_model(L);
@@ -106,6 +108,28 @@ static int l_model_config(lua_State *L)
         lua_pushnil(L);
         return 1;
     }
+    push_config(L, c);
+    return 1;
+}
+
+/* doppler.read_config(path) -> the normalised table of a config.json (as model:config()) */
+static int l_read_config(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    dp_hfconfig *c = lua_newuserdatauv(L, sizeof *c, 0);
+    memset(c, 0, sizeof *c);
+    dp_err err = {0};
+    if (dp_hfconfig_read(path, c, &err) != DP_OK) {
+        dp_hfconfig_free(c);
+        return dp_lua_raise(L, &err);
+    }
+    push_config(L, c);
+    dp_hfconfig_free(c);
+    return 1;
+}
+
+static void push_config(lua_State *L, const dp_hfconfig *c)
+{
     lua_newtable(L);
     set_str(L, "architecture", c->architecture[0] ? c->architecture : NULL);
     set_str(L, "model_type", c->model_type);
@@ -150,7 +174,6 @@ static int l_model_config(lua_State *L)
         push_json(L, c->raw);
         lua_setfield(L, -2, "raw");
     }
-    return 1;
 }
 
 static void push_tensor(lua_State *L, const dp_model_tensor *t)
@@ -396,4 +419,6 @@ void dp_lua_register_model(lua_State *L, int module)
     lua_setfield(L, module, "open_model");
     lua_pushcfunction(L, l_read_json);
     lua_setfield(L, module, "read_json");
+    lua_pushcfunction(L, l_read_config);
+    lua_setfield(L, module, "read_config");
 }

@@ -24,9 +24,8 @@ local function main(argv)
   for _, req in ipairs({ "config", "tokenizer", "out" }) do
     if not o[req] then error(("synth: --%s is required (see --help)"):format(req), 0) end
   end
-  local cfg = doppler.read_json(o.config)
-  local recipe = recipes.for_config(cfg, o.config)
-  local hf = recipes.normalise_config(cfg)
+  local hf = doppler.read_config(o.config)
+  local recipe = recipes.for_config(hf.raw, o.config)
   assert(os.execute(("mkdir -p '%s'"):format(o.out:gsub("'", "'\\''"))), "synth: cannot create " .. o.out)
 
   -- Norm weights at identity: 0 where the recipe scales by (1 + w), 1 where it scales by w.
