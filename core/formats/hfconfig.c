@@ -155,7 +155,9 @@ static dp_status read_layers(const char *name, const struct json_object *c, dp_h
     if (gemma || dp_json_get(c, "sliding_window_pattern")) return dp_hfconfig_set_layer_pattern(cfg, pattern, err);
     /* Mistral-style: one window for every layer, unless the config turns it off (Qwen2). */
     bool sliding = cfg->sliding_window > 0 && dp_json_get_bool(c, "use_sliding_window", true);
-    return dp_hfconfig_set_layer_pattern(cfg, sliding ? 1 : 0, err);
+    dp_status st = dp_hfconfig_set_layer_pattern(cfg, 0, err);   /* all full; pattern 1 also means all full */
+    for (int64_t i = 0; st == DP_OK && sliding && i < cfg->num_hidden_layers; i++) cfg->layer_types[i] = DP_LAYER_SLIDING;
+    return st;
 }
 
 dp_status dp_hfconfig_from_json(const char *name, struct json_object *obj, dp_hfconfig *cfg, dp_err *err)

@@ -69,7 +69,7 @@ void      dp_hfconfig_free(dp_hfconfig *cfg);   /* frees members; cfg itself is 
 
 const char *dp_layer_kind_name(dp_layer_kind k);   /* "full_attention" / "sliding_attention" */
 /* Fills layer_types for n layers from a v4-style pattern (layer i is full when (i+1) % pattern == 0;
-** pattern 0 = all full, 1 = all sliding). Allocates cfg->layer_types. */
+** pattern <= 1 = all full, as HF's Gemma 3 reads it). Allocates cfg->layer_types. */
 dp_status dp_hfconfig_set_layer_pattern(dp_hfconfig *cfg, int64_t pattern, dp_err *err);
 
 typedef struct dp_genconfig {

@@ -6,10 +6,12 @@ local M = {}
 
 -- The device dtype of a float weight: precision=f32 -> f32; weight_dtype=X -> X; auto -> f16 for
 -- f32 files (half the bytes, as a user running in f16 expects) and as stored for f16/bf16.
--- Norm weights (1-D) stay f32: they are small and sit inside an f32 computation.
-local function device_dtype(file_dtype, ndim, h)
+-- Norm weights (entries marked norm = true, and other 1-D tensors of recipes that mark none) stay
+-- f32: they are small and sit inside an f32 computation. A bias (1-D, not a norm) takes its
+-- matrix's type: the matrix kernels read it with the weight type (DP_BIAS).
+local function device_dtype(file_dtype, ndim, h, is_norm)
   if h:get("precision") == "f32" then return "f32" end
-  if ndim == 1 then return "f32" end
+  if is_norm then return "f32" end
   local want = h:get("weight_dtype")
   if want ~= "auto" then return want end
   if file_dtype == "f16" or file_dtype == "bf16" then return file_dtype end
@@ -41,10 +43,12 @@ function M.load(dev, recipe, model, cfg, h, progress)
     if #problems > 8 then shown[#shown + 1] = ("  ... and %d more"):format(#problems - 8) end
     error(("%s: does not match the %s recipe:\n%s"):format(model:path(), recipe.name, table.concat(shown, "\n")), 0)
   end
+  local marks_norms = false
+  for _, e in ipairs(expected) do marks_norms = marks_norms or e.norm end
   for i, e in ipairs(expected) do
     local name = e[1]
     local t = model:tensor(name)
-    local dt = device_dtype(t.dtype, #t.shape, h)
+    local dt = device_dtype(t.dtype, #t.shape, h, e.norm or (#t.shape == 1 and not marks_norms))
     out[name] = dev:upload_model_tensor(model, name, dt)
     info.bytes = info.bytes + out[name]:nbytes()
     info.count = info.count + 1
