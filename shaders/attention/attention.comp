@@ -20,7 +20,9 @@
 // Dispatch: (n_q_heads, n_tokens, 1).
 // Push:  q (ACT [T, n_q_heads, D], read)  k, v (ACT [T, n_kv_heads, D], read)
 //        kc, vc (KV [n_kv_heads, cap, D], read)  pos (u32 [T], read)  o (ACT [T, n_q_heads, D], write)
-//        n_tokens, n_q_heads, n_kv_heads, head_dim (<= 256), cap, window, scale, softcap
+//        n_tokens, n_q_heads, n_kv_heads, head_dim (<= 256), cap, window, scale, softcap,
+//        q_stride, kv_stride (elements between tokens of q and of k, v; 0 = heads * head_dim: lets q, k, v
+//        be column slices of one fused qkv projection)
 // Spec:  WG  workgroup size, a power of two (default 128)
 // Defines: DP_ACT_F16, DP_KV_F16
 #include "dp_types.glsl"
@@ -44,6 +46,8 @@ layout(push_constant) uniform Push {
     uint    window;
     float   scale;
     float   softcap;
+    uint    q_stride;
+    uint    kv_stride;
 } p;
 
 const uint MAX_D = 256u;
@@ -105,7 +109,9 @@ void main()
     uint p0 = p.pos.v[0u], qp = p.pos.v[t];
     uint lo = (p.window > 0u && qp >= p.window) ? qp - p.window + 1u : 0u;
 
-    uint qbase = (t * p.n_q_heads + h) * D;
+    uint qs = p.q_stride != 0u ? p.q_stride : p.n_q_heads * D;
+    uint ks = p.kv_stride != 0u ? p.kv_stride : Hkv * D;
+    uint qbase = t * qs + h * D;
     for (uint d = tid; d < D; d += WG) {
         q_s[d] = act_load(p.q, qbase + d);
         o_s[d] = 0.0;
@@ -120,7 +126,7 @@ void main()
         float s = 0.0;
         if (valid) {
             if (j >= p0) {
-                uint kb = ((j - p0) * Hkv + hk) * D;
+                uint kb = (j - p0) * ks + hk * D;
                 for (uint d = 0u; d < D; d++) s += q_s[d] * kv_round(act_load(p.k, kb + d));
             } else {
                 uint kb = (hk * p.cap + j % p.cap) * D;
@@ -144,7 +150,7 @@ void main()
             for (uint b = 0u; b < nb; b++) {
                 uint jb = start + b;
                 float vv;
-                if (jb >= p0) vv = kv_round(act_load(p.v, ((jb - p0) * Hkv + hk) * D + d));
+                if (jb >= p0) vv = kv_round(act_load(p.v, (jb - p0) * ks + hk * D + d));
                 else          vv = kv_load(p.vc, (hk * p.cap + jb % p.cap) * D + d);
                 acc += p_s[b] * vv;
             }

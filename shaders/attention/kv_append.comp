@@ -8,7 +8,8 @@
 // Dispatch: one invocation per element of k: count = n_tokens * n_kv_heads * head_dim;
 //           groups (min(g, 65535), ceil(g / 65535), 1) with g = ceil(count / WG).
 // Push:  k, v (ACT [T, n_kv_heads, head_dim], read)  kc, vc (KV [n_kv_heads, cap, head_dim], write)
-//        pos (u32 [T], read)  n_tokens, n_kv_heads, head_dim, cap
+//        pos (u32 [T], read)  n_tokens, n_kv_heads, head_dim, cap,
+//        kv_stride (elements between tokens of k and v; 0 = n_kv_heads * head_dim)
 // Spec:  WG  workgroup size (default 256)
 // Defines: DP_ACT_F16, DP_KV_F16
 #include "dp_types.glsl"
@@ -26,6 +27,7 @@ layout(push_constant) uniform Push {
     uint    n_kv_heads;
     uint    head_dim;
     uint    cap;
+    uint    kv_stride;
 } p;
 
 void main()
@@ -38,6 +40,7 @@ void main()
     uint tp = p.pos.v[t];
     if (uint64_t(tp) + p.cap <= uint64_t(p.pos.v[p.n_tokens - 1u])) return;
     uint dst = (h * p.cap + tp % p.cap) * p.head_dim + d;
-    kv_store(p.kc, dst, act_load(p.k, gid));
-    kv_store(p.vc, dst, act_load(p.v, gid));
+    uint src = p.kv_stride != 0u ? t * p.kv_stride + h * p.head_dim + d : gid;
+    kv_store(p.kc, dst, act_load(p.k, src));
+    kv_store(p.vc, dst, act_load(p.v, src));
 }

@@ -11,7 +11,8 @@
 // Dispatch: one invocation per (t, h, i): count = T * H * rot_dim / 2 invocations;
 //           groups (min(g, 65535), ceil(g / 65535), 1) with g = ceil(count / WG).
 // Push:  x (ACT, read-write)  pos (u32 [T], read)  inv_freq (f32 [rot_dim / 2], read)
-//        n_tokens, n_heads, head_dim, rot_dim
+//        n_tokens, n_heads, head_dim, rot_dim, x_stride (elements between tokens of x; 0 = n_heads * head_dim,
+//        so that q or k can be a column slice of a fused qkv projection)
 // Spec:  WG  workgroup size (default 256)
 // Defines: DP_ACT_F16
 #include "dp_types.glsl"
@@ -27,6 +28,7 @@ layout(push_constant) uniform Push {
     uint    n_heads;
     uint    head_dim;
     uint    rot_dim;
+    uint    x_stride;
 } p;
 
 const float PI = 3.14159265358979;
@@ -69,7 +71,8 @@ void main()
 
     float a = reduce_angle(float(p.pos.v[t]) * p.inv_freq.v[i]);
     float c = cos(a), s = sin(a);
-    uint base = row * p.head_dim;
+    uint xs = p.x_stride != 0u ? p.x_stride : p.n_heads * p.head_dim;
+    uint base = t * xs + (row - t * p.n_heads) * p.head_dim;
     float x0 = act_load(p.x, base + i);
     float x1 = act_load(p.x, base + i + half_rot);
     act_store(p.x, base + i, x0 * c - x1 * s);

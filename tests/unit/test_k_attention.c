@@ -67,6 +67,7 @@ static void gpu_append(kg_ctx *c, const attn_case *ac, gpu_state *g, dp_gtensor 
     dp_dispatch_u32(&d, "n_kv_heads", ac->Hkv);
     dp_dispatch_u32(&d, "head_dim", ac->D);
     dp_dispatch_u32(&d, "cap", ac->cap);
+    dp_dispatch_u32(&d, "kv_stride", 0);
     kg_groups_1d((uint64_t)T * ac->Hkv * ac->D, 64, &gx, &gy);
     kg_run(c, &d, gx, gy, 1);
 }
@@ -93,6 +94,8 @@ static void gpu_attend(kg_ctx *c, const attn_case *ac, float scale, gpu_state *g
     dp_dispatch_u32(&d, "window", ac->window);
     dp_dispatch_f32(&d, "scale", scale);
     dp_dispatch_f32(&d, "softcap", ac->softcap);
+    dp_dispatch_u32(&d, "q_stride", 0);
+    dp_dispatch_u32(&d, "kv_stride", 0);
     kg_run(c, &d, ac->Hq, T, 1);
 }
 

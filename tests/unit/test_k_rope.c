@@ -125,6 +125,7 @@ static void run_rope(kg_ctx *c, const rope_case *rc, bool act_f16)
     dp_dispatch_u32(&d, "n_heads", rc->H);
     dp_dispatch_u32(&d, "head_dim", rc->D);
     dp_dispatch_u32(&d, "rot_dim", rc->rot);
+    dp_dispatch_u32(&d, "x_stride", 0);
     uint32_t gx, gy;
     kg_groups_1d((uint64_t)rc->T * rc->H * rc->rot / 2, wg, &gx, &gy);
     kg_run(c, &d, gx, gy, 1);

@@ -4,8 +4,12 @@
 -- the node, whose inputs already have device tensors (ctx.t(node)).
 local Graph = require "doppler.graph"
 
-local M = { rules = {} }
+local M = { rules = {}, strided = {} }
 local R = M.rules
+
+-- Inputs (by position) each op's kernel reads with a row stride (node.row_stride, set by the plan
+-- for slices of a fused projection): linear's x, rope's x, attention's q/k/v, glu's gate/up.
+M.strided = { linear = { true }, rope = { true }, attention = { true, true, true }, glu = { true, true } }
 
 local WG_MAX_GROUPS = 65535
 
@@ -121,7 +125,7 @@ R.linear = function(ctx, n)
   local defs = { ctx.weight_define(w.etype, w.attrs.name) }
   if b then defs[#defs + 1] = "DP_BIAS" end
   if n.etype ~= ctx.env.act then defs[#defs + 1] = "DP_OUT_" .. n.etype:upper() end
-  local push = { x = ctx.t(x), w = ctx.t(w), y = ctx.t(n), T = T, N = N, K = K, x_stride = 0, y_stride = 0 }
+  local push = { x = ctx.t(x), w = ctx.t(w), y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0 }
   if b then push.bias = ctx.t(b) end
   local mode = ctx.env.hints and ctx.env.hints.values.matmul or "auto"
   if mode == "gemv" or (mode == "auto" and T <= 4) then
@@ -144,6 +148,7 @@ R.rope = function(ctx, n)
   local gx, gy = groups_1d(T * H * rot // 2, 256)
   ctx.dispatch(k, gx, gy, 1, {
     x = ctx.t(n), pos = ctx.t(pos), inv_freq = ctx.t(freq), n_tokens = T, n_heads = H, head_dim = D, rot_dim = rot,
+    x_stride = n.row_stride or 0,
   })
 end
 
@@ -154,17 +159,24 @@ R.attention = function(ctx, n)
   local T, Hq, D = q.bshape[1], q.bshape[2], q.bshape[3]
   local Hkv, cap = k.bshape[2], kc.bshape[2]
   local kvdef = (kc.etype == "f16") and { "DP_KV_F16" } or {}
+  -- k and v share one stride: both contiguous, or both column slices of one fused projection
+  if (k.row_stride or 0) ~= (v.row_stride or 0) then
+    Graph.fail("attention at %s: k and v have different row strides (%s, %s)", n.where,
+               tostring(k.row_stride or "contiguous"), tostring(v.row_stride or "contiguous"))
+  end
+  local kv_stride = k.row_stride or 0
   local ka = ctx.kernel("attention/attention.comp", ctx.defines(kvdef), { WG = 128 })
   ctx.dispatch(ka, Hq, T, 1, {
     q = ctx.t(q), k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos), o = ctx.t(n),
     n_tokens = T, n_q_heads = Hq, n_kv_heads = Hkv, head_dim = D, cap = cap,
     window = n.attrs.window or 0, scale = n.attrs.scale, softcap = n.attrs.softcap or 0,
+    q_stride = q.row_stride or 0, kv_stride = kv_stride,
   })
   local kk = ctx.kernel("attention/kv_append.comp", ctx.defines(kvdef), { WG = 256 })
   local gx, gy = groups_1d(T * Hkv * D, 256)
   ctx.dispatch(kk, gx, gy, 1, {
     k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos),
-    n_tokens = T, n_kv_heads = Hkv, head_dim = D, cap = cap,
+    n_tokens = T, n_kv_heads = Hkv, head_dim = D, cap = cap, kv_stride = kv_stride,
   })
 end
 

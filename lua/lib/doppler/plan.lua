@@ -148,6 +148,26 @@ function M.compile(dev, graph, env)
   end
   local arena_bytes = assign_offsets(values)
 
+  -- Row strides: a slice of a fused projection's output ([T, C] -> columns [from, from + n)) is a
+  -- strided view: its rows lie C elements apart. Views and in-place ops of it keep the stride.
+  -- Only the inputs a lowering rule lists in lower.strided may be strided (the kernel takes the
+  -- stride as a push member); any other reader is an error naming the recipe line.
+  for _, n in ipairs(nodes) do
+    local src = n.inputs[1]
+    if n.op == "slice" then
+      n.row_stride = src.row_stride or src.bshape[#src.bshape]
+    elseif (VIEW_OPS[n.op] or INPLACE_OPS[n.op]) and src.row_stride then
+      n.row_stride = src.row_stride
+    end
+    local ok = lower.strided[n.op] or {}
+    for j, inp in ipairs(n.inputs) do
+      if inp.row_stride and not ok[j] and not (VIEW_OPS[n.op] and j == 1 and n.op ~= "last_row") then
+        Graph.fail("%s at %s reads a strided slice (input %d), which its kernel cannot: make it contiguous first",
+                   n.op, n.where, j)
+      end
+    end
+  end
+
   local p = setmetatable({ dev = dev, graph = graph, env = env, T = T, nodes = nodes,
                            arena_bytes = arena_bytes, tensors = {}, owned = {}, dispatches = 0 }, Plan)
   if env.arena and env.arena:nbytes() >= arena_bytes then
@@ -180,7 +200,13 @@ function M.compile(dev, graph, env)
       elseif n.op == "slice" then
         offset = n.attrs.from * ELT[n.etype]    -- only the first row is contiguous: users pass strides
       end
-      t = src:view { offset = offset, dtype = n.etype, shape = n.bshape, extent = src:nbytes() - offset }
+      local shape = n.bshape
+      if n.row_stride then
+        -- the view spans the strided rows (so that hazard tracking sees every byte the kernels touch)
+        local row = numel(n.bshape) // n.bshape[1]
+        shape = { (n.bshape[1] - 1) * n.row_stride + row }
+      end
+      t = src:view { offset = offset, dtype = n.etype, shape = shape }
     end
     p.tensors[n] = t
   end
