@@ -139,8 +139,9 @@ function Graph:rmsnorm(x, w, opts)
   return self:node("rmsnorm", {x, w}, {eps = opts.eps, offset = opts.offset or 0}, copy(x.shape))
 end
 
--- y = x · Wᵀ (+ b): x [..., K], W [N, K] -> [..., N].
-function Graph:linear(x, w, b)
+-- y = x · Wᵀ (+ b): x [..., K], W [N, K] -> [..., N]. opts.dtype = "f32" makes y f32 whatever the
+-- activation type (router logits, whose ranking decides which experts run).
+function Graph:linear(x, w, b, opts)
   check_node(x, "linear", "x"); check_node(w, "linear", "the weight")
   local k = x.shape[#x.shape]
   if #w.shape ~= 2 or w.shape[2] ~= k then
@@ -157,7 +158,9 @@ function Graph:linear(x, w, b)
     end
     inputs[3] = b
   end
-  return self:node("linear", inputs, {}, shape)
+  local dtype = opts and opts.dtype
+  if dtype and dtype ~= "f32" then fail("linear: opts.dtype must be \"f32\" (or absent), got %s", tostring(dtype)) end
+  return self:node("linear", inputs, {}, shape, dtype)
 end
 
 -- Rows of a fused projection: columns [from, from + n) of x's last dimension (a view, no copy).
@@ -238,6 +241,52 @@ local function binary(op)
 end
 Graph.add = binary("add")
 Graph.mul = binary("mul")
+
+-- ---- mixture of experts --------------------------------------------------------------------
+
+-- Routing: for each row of logits [T, E], p = softmax over the E experts (f32), ids = the k largest
+-- (descending; lowest index on ties), weights = those k probabilities divided by their sum.
+-- Returns weights (f32 [T, k]) and ids (u32 [T, k]); one kernel makes both.
+function Graph:topk_softmax(logits, k)
+  check_node(logits, "topk_softmax", "logits")
+  if #logits.shape ~= 2 then fail("topk_softmax: expected logits [T, E], got %s", shape_str(logits.shape)) end
+  local E = logits.shape[2]
+  if math.type(k) ~= "integer" or k < 1 or k > 8 or k > E then
+    fail("topk_softmax: k = %s must be an integer in 1..min(8, %s)", tostring(k), tostring(E))
+  end
+  if E > 256 then fail("topk_softmax: %d experts (at most 256)", E) end
+  local ids = self:node("topk_ids", {}, { k = k }, { logits.shape[1], k }, "u32")   -- written by the next node
+  local weights = self:node("topk_softmax", { logits, ids }, { k = k }, { logits.shape[1], k }, "f32")
+  weights.keep = true   -- its kernel also writes ids, which live nodes read
+  return weights, ids
+end
+
+-- The selected experts' linear layers: W stacks E experts [E, N, K]; ids [T, k] picks k of them per
+-- token. x [T, K] (every expert of token t reads x[t]) or [T, k, K] (slot j reads x[t, j]).
+-- y[t, j] = W[ids[t, j]] · x[t(, j)]: [T, k, N]. Only the selected experts' weights are read.
+function Graph:expert_linear(x, w, ids)
+  check_node(x, "expert_linear", "x"); check_node(w, "expert_linear", "the weight"); check_node(ids, "expert_linear", "ids")
+  if #w.shape ~= 3 then fail("expert_linear: %s must be stacked [E, N, K], got %s", w.attrs.name or "weight", shape_str(w.shape)) end
+  if #ids.shape ~= 2 or ids.dtype ~= "u32" then fail("expert_linear: ids must be u32 [T, k], got %s", shape_str(ids.shape)) end
+  local T, k = ids.shape[1], ids.shape[2]
+  local K = x.shape[#x.shape]
+  local ok = x.shape[1] == T and K == w.shape[3] and (#x.shape == 2 or (#x.shape == 3 and x.shape[2] == k))
+  if not ok then
+    fail("expert_linear: x %s does not fit weight %s %s with ids %s", shape_str(x.shape), w.attrs.name or "?",
+         shape_str(w.shape), shape_str(ids.shape))
+  end
+  return self:node("expert_linear", { x, w, ids }, {}, { T, k, w.shape[2] })
+end
+
+-- y[t] = sum_j weights[t, j] * x[t, j]: x [T, k, N], weights [T, k] -> [T, N] (the experts' combine).
+function Graph:weighted_sum(x, weights)
+  check_node(x, "weighted_sum", "x"); check_node(weights, "weighted_sum", "weights")
+  if #x.shape ~= 3 or #weights.shape ~= 2 or x.shape[1] ~= weights.shape[1] or x.shape[2] ~= weights.shape[2] then
+    fail("weighted_sum: x %s and weights %s are not [T, k, N] and [T, k]", shape_str(x.shape), shape_str(weights.shape))
+  end
+  if weights.dtype ~= "f32" then fail("weighted_sum: weights must be f32 (topk_softmax makes them)") end
+  return self:node("weighted_sum", { x, weights }, {}, { x.shape[1], x.shape[3] })
+end
 
 -- The last row of x ([T, C] -> [1, C]): only the last position's logits are needed in generation.
 function Graph:last_row(x)

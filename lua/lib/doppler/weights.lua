@@ -45,17 +45,85 @@ function M.load(dev, recipe, model, cfg, h, progress)
   end
   local marks_norms = false
   for _, e in ipairs(expected) do marks_norms = marks_norms or e.norm end
+  local stacks = M.plan_stacks(expected, model)
   for i, e in ipairs(expected) do
     local name = e[1]
     local t = model:tensor(name)
     local dt = device_dtype(t.dtype, #t.shape, h, e.norm or (#t.shape == 1 and not marks_norms))
-    out[name] = dev:upload_model_tensor(model, name, dt)
-    info.bytes = info.bytes + out[name]:nbytes()
-    info.count = info.count + 1
+    if e.stack then
+      local st = stacks[e.stack[1]]
+      st.parts[e.stack[2]] = dev:upload_model_tensor(model, name, dt)
+      st.have = st.have + 1
+      if st.have == st.count then
+        out[st.name] = M.stack(dev, st)
+        info.bytes = info.bytes + out[st.name]:nbytes()
+        info.count = info.count + 1
+      end
+    else
+      out[name] = dev:upload_model_tensor(model, name, dt)
+      info.bytes = info.bytes + out[name]:nbytes()
+      info.count = info.count + 1
+    end
     if name == "model.embed_tokens.weight" or i == 1 then info.embed_file_dtype = t.dtype end
     if progress then progress(i, #expected, name) end
   end
   return out, info
+end
+
+-- Stacked weights. A recipe entry { name, shape, stack = { STACK, index } } puts the file tensor
+-- `name` at position `index` (0-based) of the device tensor STACK [count, shape...], which the
+-- recipe then uses as w(STACK): e.g. a mixture of experts' per-expert matrices become one
+-- [E, N, K] tensor that one kernel indexes by expert id. The parts are not kept on the device.
+-- Every index 0..count-1 must be given once, with one shape and one file dtype.
+function M.plan_stacks(expected, model)
+  local stacks = {}
+  for _, e in ipairs(expected) do
+    if e.stack then
+      local sname, idx = e.stack[1], e.stack[2]
+      if type(sname) ~= "string" or math.type(idx) ~= "integer" or idx < 0 then
+        error(("%s: stack = { NAME, index >= 0 } expected"):format(e[1]), 0)
+      end
+      local st = stacks[sname]
+      if not st then
+        st = { name = sname, shape = e[2], dtype = model:tensor(e[1]).dtype, parts = {}, seen = {}, count = 0, have = 0 }
+        stacks[sname] = st
+      end
+      if st.seen[idx] then error(("stack %s: index %d is given twice (%s, %s)"):format(sname, idx, st.seen[idx], e[1]), 0) end
+      if shape_str(e[2]) ~= shape_str(st.shape) or model:tensor(e[1]).dtype ~= st.dtype then
+        error(("stack %s: %s %s %s differs from the first part's %s %s"):format(sname, e[1], shape_str(e[2]),
+              model:tensor(e[1]).dtype, shape_str(st.shape), st.dtype), 0)
+      end
+      st.seen[idx] = e[1]
+      st.count = math.max(st.count, idx + 1)
+    end
+  end
+  for sname, st in pairs(stacks) do
+    for i = 0, st.count - 1 do
+      if not st.seen[i] then error(("stack %s: part %d of %d is not listed"):format(sname, i, st.count), 0) end
+    end
+  end
+  return stacks
+end
+
+-- Copies the uploaded parts into one device tensor (copy kernel, one recording) and frees them.
+function M.stack(dev, st)
+  local first = st.parts[0]
+  local shape = { st.count }
+  for _, d in ipairs(first:shape()) do shape[#shape + 1] = d end
+  local out = dev:tensor { dtype = first:dtype(), shape = shape }
+  local bytes = first:nbytes()
+  local k = dev:kernel { file = "copy/copy.comp", constants = { WG = 256 } }
+  local rec = dev:recorder()
+  for i = 0, st.count - 1 do
+    local groups = math.max(1, math.min(65535, (bytes + 16 * 256 * 4 - 1) // (16 * 256 * 4)))
+    rec:dispatch(k, { groups, 1, 1 }, {
+      src = st.parts[i], dst = out:view { offset = i * bytes, dtype = first:dtype(), shape = first:shape() }, bytes = bytes,
+    })
+  end
+  rec:run()
+  for i = 0, st.count - 1 do st.parts[i]:release() end
+  st.parts = {}
+  return out
 end
 
 return M
