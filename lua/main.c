@@ -26,6 +26,7 @@ static const command c_commands[] = {
 
 /* Subcommands written in Lua: listed for --help; each lives in lua/lib/doppler/cmd/<name>.lua. */
 static const struct { const char *name, *summary; } lua_commands[] = {
+    {"run", "generate with the recipe the model's architecture names (--model PATH)"},
     {NULL, NULL},
 };
 
