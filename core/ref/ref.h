@@ -121,4 +121,20 @@ dp_status dp_ref_embed(const void *table, dp_dtype dtype, uint32_t rows, uint32_
 
 /* ==== end matmul / embedding ================================================================== */
 
+/* ==== moe (branch fam) ========================================================================= */
+
+/* --- moe.c --- */
+/* Routing per row of logits [T, E] (HF MixtralSparseMoeBlock): p = softmax(row) over E; ids[t, 0..k) = the k
+** largest p, descending, the lowest index first on ties; w[t, j] = p[ids[t, j]] / sum_j' p[ids[t, j']].
+** A NaN anywhere in a row makes its k weights NaN. ids, w: [T, k]; 1 <= k <= E. */
+void dp_ref_topk_softmax(const float *logits, uint32_t T, uint32_t E, uint32_t k, uint32_t *ids, float *w);
+/* y[s, n] = sum_i x[r(s), i] * W[ids[s], n, i] for slots s < T * k (s = t * k + j), r(s) = s when x_per_slot
+** (x [T * k, K]), else s / k (x [T, K]). W: [E, N, K] (the experts stacked); an id >= E gives a NaN row. */
+void dp_ref_expert_matmul(const float *x, const float *W, const uint32_t *ids, uint32_t T, uint32_t k,
+                          uint32_t E, uint32_t N, uint32_t K, bool x_per_slot, float *y);
+/* y[t, n] = sum_j w[t, j] * x[t, j, n]: x [T, k, N], w [T, k], y [T, N]. */
+void dp_ref_weighted_sum(const float *x, const float *w, uint32_t T, uint32_t k, uint32_t N, float *y);
+
+/* ==== end moe ================================================================================= */
+
 #endif
