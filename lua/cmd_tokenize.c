@@ -54,9 +54,10 @@ static char *read_stdin(size_t *len)
 static int parse_ids(const char *text, size_t len, int32_t **ids, size_t *n)
 {
     json_tokener *tk = json_tokener_new();
-    json_object *o = tk ? json_tokener_parse_ex(tk, text, (int)len) : NULL;
-    enum json_tokener_error je = tk ? json_tokener_get_error(tk) : json_tokener_error_depth;
-    if (tk) json_tokener_free(tk);
+    if (!tk) { fprintf(stderr, "doppler tokenize: out of memory\n"); return 1; }
+    json_object *o = len <= INT32_MAX ? json_tokener_parse_ex(tk, text, (int)len) : NULL;
+    enum json_tokener_error je = json_tokener_get_error(tk);
+    json_tokener_free(tk);
     if (je != json_tokener_success || !o || !json_object_is_type(o, json_type_array)) {
         fprintf(stderr, "doppler tokenize: --decode: stdin is not a JSON array of ids (%s)\n",
                 je != json_tokener_success ? json_tokener_error_desc(je) : "not an array");
