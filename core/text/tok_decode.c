@@ -42,7 +42,7 @@ static dp_status out_put(dp_detok *d, const void *s, size_t n, dp_err *err)
 {
     dp_status st = reserve((void **)&d->out, &d->out_cap, d->out_n + n + 1, err);
     if (st != DP_OK) return st;
-    memcpy(d->out + d->out_n, s, n);
+    if (n) memcpy(d->out + d->out_n, s, n);
     d->out_n += n;
     d->out[d->out_n] = 0;
     return DP_OK;
@@ -84,7 +84,7 @@ static dp_status spm_flush(dp_detok *d, dp_err *err)
         valid = cl > 0;
         i += cl;
     }
-    if (valid) st = out_put(d, d->pend, d->pend_n, err);
+    if (valid) st = d->pend_n ? out_put(d, d->pend, d->pend_n, err) : DP_OK;
     else for (size_t i = 0; i < d->pend_n && st == DP_OK; i++) st = out_put(d, REPLACEMENT, 3, err);
     d->pend_n = 0;
     return st;
@@ -142,7 +142,7 @@ static dp_status bl_drain(dp_detok *d, bool final, dp_err *err)
         st = out_put(d, REPLACEMENT, 3, err);
         i += k;
     }
-    memmove(d->pend, d->pend + i, n - i);
+    if (i && n > i) memmove(d->pend, d->pend + i, n - i);
     d->pend_n = n - i;
     return st;
 }

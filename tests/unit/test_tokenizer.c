@@ -312,6 +312,43 @@ static void test_from_vocab_byte_level(void **state)
     assert_non_null(strstr(err.msg, "test vocab"));
 }
 
+/* A model directory: tokenizer.json.gz plus tokenizer_config.json (bos/eos, chat template). */
+static void test_directory(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dp_tokdir_XXXXXX", src[1024], path[600];
+    assert_non_null(mkdtemp(dir));
+    snprintf(src, sizeof src, "%s/tokenizers/llama3.tokenizer.json.gz", fixtures());
+    snprintf(path, sizeof path, "%s/tokenizer.json.gz", dir);
+    assert_int_equal(symlink(src, path), 0);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"bos_token\": \"<|begin_of_text|>\", \"eos_token\": {\"content\": \"<|eot_id|>\"},"
+          " \"add_bos_token\": false, \"chat_template\": \"<|start_header_id|>Cutting Knowledge Date\"}", f);
+    fclose(f);
+    dp_err err = {0};
+    dp_tokenizer *tok = NULL;
+    if (dp_tokenizer_load(dir, &tok, &err) != DP_OK) fail_msg("%s", err.msg);
+    assert_int_equal(dp_tokenizer_bos(tok), 128000);
+    assert_false(dp_tokenizer_add_bos(tok));
+    assert_int_equal(dp_tokenizer_eos(tok), 128009);
+    assert_string_equal(dp_tokenizer_chat_template(tok), "<|start_header_id|>Cutting Knowledge Date");
+    dp_tokenizer_destroy(tok);
+
+    f = fopen(path, "w");
+    fputs("\"just a string\"", f);
+    fclose(f);
+    tok = NULL;
+    assert_int_equal(dp_tokenizer_load(dir, &tok, &err), DP_EFORMAT);
+    assert_null(tok);
+    assert_non_null(strstr(err.msg, "tokenizer_config.json"));
+    unlink(path);
+    snprintf(path, sizeof path, "%s/tokenizer.json.gz", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* ---- bad input ------------------------------------------------------------------------------ */
 
 static void expect_load_error(const char *path, dp_status want, const char *fragment)
@@ -394,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_llama3_stream),
         cmocka_unit_test(test_from_vocab_spm_scores),
         cmocka_unit_test(test_from_vocab_byte_level),
+        cmocka_unit_test(test_directory),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
