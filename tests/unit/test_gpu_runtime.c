@@ -443,6 +443,19 @@ static void test_profiler_counts(void **state)
     dp_test_device_close(dev);
 }
 
+/* The messenger counts what the layer reports (otherwise "count stays 0" would prove nothing). */
+static void test_validation_messages_are_counted(void **state)
+{
+    (void)state;
+    dp_device *dev = dp_test_device_open();
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, .flags = 0x80};   /* invalid flag bit */
+    VkFence f = VK_NULL_HANDLE;
+    fprintf(stderr, "(the next validation error is expected)\n");
+    if (vkCreateFence(dp_device_vk(dev), &fi, NULL, &f) == VK_SUCCESS) vkDestroyFence(dp_device_vk(dev), f, NULL);
+    assert_true(dp_device_validation_count(dev) >= 1);
+    dp_device_close(dev);
+}
+
 /* In a child process: the loader is pointed at no driver. */
 static void test_no_device_message(void **state)
 {
@@ -480,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_barriers_follow_hazards),
         cmocka_unit_test(test_replay_indirect_update),
         cmocka_unit_test(test_profiler_counts),
+        cmocka_unit_test(test_validation_messages_are_counted),
         cmocka_unit_test(test_no_device_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
