@@ -17,7 +17,10 @@ file(GLOB DP_FUZZ_CORE CONFIGURE_DEPENDS
 add_library(doppler_fuzz_core STATIC ${DP_FUZZ_CORE})
 target_include_directories(doppler_fuzz_core PUBLIC ${CMAKE_SOURCE_DIR} ${DP_INCLUDE_DIRS})
 target_compile_options(doppler_fuzz_core PUBLIC ${DP_FUZZ_FLAGS})
-target_link_libraries(doppler_fuzz_core PUBLIC ${DP_DEP_LIBS})
+# Only the libraries core/ uses: linking shaderc under the sanitizers drags in glslang symbols
+# that Debian's libshaderc.so leaves undefined.
+pkg_check_modules(DP_FUZZ_DEPS REQUIRED IMPORTED_TARGET json-c libutf8proc libpcre2-8 libxxhash zlib)
+target_link_libraries(doppler_fuzz_core PUBLIC PkgConfig::DP_FUZZ_DEPS -lm)
 
 file(GLOB DP_FUZZ_TARGETS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_*.c)
 foreach(src ${DP_FUZZ_TARGETS})
