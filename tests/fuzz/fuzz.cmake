@@ -17,6 +17,7 @@ file(GLOB DP_FUZZ_CORE CONFIGURE_DEPENDS
   ${CMAKE_SOURCE_DIR}/core/*.c ${CMAKE_SOURCE_DIR}/core/formats/*.c ${CMAKE_SOURCE_DIR}/core/text/*.c)
 add_library(doppler_fuzz_core STATIC ${DP_FUZZ_CORE})
 target_include_directories(doppler_fuzz_core PUBLIC ${CMAKE_SOURCE_DIR} ${DP_INCLUDE_DIRS})
+target_compile_definitions(doppler_fuzz_core PUBLIC DOPPLER_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 target_compile_options(doppler_fuzz_core PUBLIC ${DP_FUZZ_FLAGS})
 # Only the libraries core/ uses: linking shaderc under the sanitizers drags in glslang symbols
 # that Debian's libshaderc.so leaves undefined.
