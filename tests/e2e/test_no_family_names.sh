@@ -2,7 +2,8 @@
 # tests/e2e/test_no_family_names.sh: a model family lives in its Lua recipe, never in the engine. No C
 # source (core/, gpu/, lua/) and no shader may name a family (Gemma, Llama, Qwen, Mistral, Mixtral, Phi)
 # in code or string literals, except the files below, which are tables of file-format names: what a
-# config.json or GGUF file calls an architecture, a tensor or a RoPE scaling type. Comments are
+# config.json or GGUF file calls an architecture, a tensor, a RoPE scaling type, a pre-tokenizer, or
+# the chat-template formats a tokenizer's metadata selects. Comments are
 # stripped first (they may cite where a formula comes from), and "llama.cpp" (a project, not a family)
 # is not a family name.
 set -u
@@ -17,6 +18,9 @@ declare -A allowed=(
   [core/ref/rope.c]="the HF rope_type value \"llama3\" (its formula)"
   [lua/l_math.c]="parses the HF rope_type value \"llama3\""
   [lua/main.c]="the usage text's example names a recipe file"
+  [core/text/chat.c]="chat-template formats (named after the families that define them) and their detection from tokenizer_config / GGUF metadata"
+  [core/text/chat.h]="the chat-template format enum"
+  [core/text/tok_vocab.c]="GGUF tokenizer.ggml.pre values -> pre-tokenizer split regex"
 )
 
 pattern='gemma|llama|qwen|mistral|mixtral|phi[-_ ]?[0-9]'
