@@ -301,6 +301,30 @@ function Graph:argmax(x)
   return self:node("argmax", {x}, {}, {x.shape[1]}, "u32")
 end
 
+-- Writes a pass's token ids into the context buffer `ctx` (a u32 state [cap]) at their positions:
+-- ctx[pos[t]] = ids[t]. Its value (u32 [1]) is the context length after the pass, pos[T-1] + 1, which
+-- g:sample uses as the repetition penalty's extent and as its draw counter.
+function Graph:context_ids(ids, pos, ctx)
+  for _, p in ipairs({{ids, "ids"}, {pos, "positions"}, {ctx, "the context buffer"}}) do check_node(p[1], "context_ids", p[2]) end
+  if ctx.op ~= "state" or ctx.dtype ~= "u32" then fail("context_ids: the context buffer must be a u32 state") end
+  return self:node("context_ids", {ids, pos, ctx}, {}, {1}, "u32")
+end
+
+-- One token id drawn from a logits row x ([1, V] or [V], f32) as core/sample.h defines it: u32 [1].
+-- n_ctx comes from g:context_ids (context length = draw counter), ctx is the context buffer it fills.
+-- spec (doppler.sampler.spec): temperature, top_k, top_p, min_p, repeat_penalty, seed_lo, seed_hi, and
+-- the derived f32 constants greedy, k, inv_penalty, log_min_p.
+function Graph:sample(x, n_ctx, ctx, spec)
+  check_node(x, "sample", "the logits row"); check_node(n_ctx, "sample", "n_ctx"); check_node(ctx, "sample", "ctx")
+  if #x.shape > 2 or (#x.shape == 2 and x.shape[1] ~= 1) then
+    fail("sample: expected one logits row [1, V] or [V], got %s", shape_str(x.shape))
+  end
+  for _, f in ipairs({ "temperature", "top_p", "repeat_penalty", "seed_lo", "seed_hi", "k", "inv_penalty", "log_min_p" }) do
+    if type(spec[f]) ~= "number" then fail("sample: spec.%s is missing (build it with doppler.sampler.spec)", f) end
+  end
+  return self:node("sample", {x, n_ctx, ctx}, {spec = spec}, {1}, "u32")
+end
+
 -- ---- operators on nodes: a recipe writes x + y, gelu(g) * u ---------------------------------
 Node.__add = function(a, b) return a.graph:add(a, b) end
 Node.__mul = function(a, b)

@@ -119,13 +119,34 @@ function Session:graph(all_rows)
     end
     return n
   end
-  local logits = self.recipe.forward(g, self.cfg, w, self:io(g, all_rows))
+  local io = self:io(g, all_rows)
+  local logits = self.recipe.forward(g, self.cfg, w, io)
   logits_in_f32(logits)
   g:output("logits", logits)
-  -- Greedy decoding reads back only this id: the argmax of the last row, computed in the pass.
-  g:output("next", g:argmax(all_rows and g:last_row(logits) or logits))
+  -- Decoding reads back only this id, computed in the pass from the last row.
+  g:output("next", self:next_node(g, io, all_rows and g:last_row(logits) or logits))
   self.graphs[key] = g
   return g
+end
+
+-- The id a pass ends with: the argmax, or a draw of the sampler given to use_sampler (docs/SAMPLING.md).
+-- Every pass records its ids in the context buffer, which the repetition penalty reads; its length is
+-- the sampler's draw counter.
+function Session:next_node(g, io, row)
+  if not self.states["sample.context"] then
+    self.states["sample.context"] = self.dev:tensor { dtype = "u32", shape = { self.context } }
+  end
+  local ctx = g:state("sample.context", { self.context }, "u32")
+  local n_ctx = g:context_ids(io.ids, io.pos, ctx)
+  if not self.sample_spec then return g:argmax(row) end
+  return g:sample(row, n_ctx, ctx, self.sample_spec)
+end
+
+-- spec: nil (argmax) or doppler.sampler.spec(...). Passes are recompiled when it changes.
+function Session:use_sampler(spec, key)
+  if key == self.sample_key then return end
+  self.sample_spec, self.sample_key = spec, key
+  self.graphs, self.plans = {}, {}
 end
 
 function Session:constant(name, values)
