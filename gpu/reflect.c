@@ -279,6 +279,37 @@ dp_status dp_reflect(const uint32_t *words, size_t n_words, const char *what, dp
     return st;
 }
 
+void dp_spirv_set_spec_defaults(uint32_t *w, size_t n, const dp_reflection *named)
+{
+    if (n < 5 || w[0] != 0x07230203u) return;
+    uint32_t bound = w[3];
+    /* Pass 1: SpecId per result id (decorations precede the constants). */
+    for (size_t i = 5; i < n;) {
+        uint16_t op = op_of(w[i]), len = len_of(w[i]);
+        if (len == 0 || i + len > n) return;
+        if (op == OP_DECORATE && len >= 4 && w[i + 2] == DEC_SPEC_ID && w[i + 1] < bound) {
+            uint32_t target = w[i + 1], sid = w[i + 3];
+            const dp_refl_spec *s = NULL;
+            for (uint32_t k = 0; k < named->n_spec; k++)
+                if (named->spec[k].id == sid && named->spec[k].name[0]) s = &named->spec[k];
+            if (s) {
+                /* Pass 2 for this target: its defining instruction. */
+                for (size_t j = 5; j < n;) {
+                    uint16_t op2 = op_of(w[j]), len2 = len_of(w[j]);
+                    if (len2 == 0 || j + len2 > n) return;
+                    if (op2 == OP_SPEC_CONSTANT && len2 == 4 && w[j + 2] == target && s->kind != DP_REFL_BOOL)
+                        w[j + 3] = s->default_bits;
+                    if ((op2 == OP_SPEC_CONSTANT_TRUE || op2 == OP_SPEC_CONSTANT_FALSE) && len2 == 3 &&
+                        w[j + 2] == target && s->kind == DP_REFL_BOOL)
+                        w[j] = (w[j] & 0xffff0000u) | (s->default_bits ? OP_SPEC_CONSTANT_TRUE : OP_SPEC_CONSTANT_FALSE);
+                    j += len2;
+                }
+            }
+        }
+        i += len;
+    }
+}
+
 const dp_refl_spec *dp_reflect_find_spec(const dp_reflection *r, const char *name)
 {
     for (uint32_t i = 0; i < r->n_spec; i++)

@@ -70,6 +70,11 @@ typedef struct dp_reflection {
 dp_status dp_reflect(const uint32_t *words, size_t n_words, const char *what,
                      dp_reflection *out, dp_err *err);
 
+/* Gives every OpSpecConstant with a SpecId that `named` lists the default `named` has for it (the
+** optimiser may have dropped the named constant and kept an unnamed one with the same id, e.g.
+** local_size_x_id's, whose own default is 1). */
+void dp_spirv_set_spec_defaults(uint32_t *words, size_t n_words, const dp_reflection *named);
+
 const dp_refl_spec *dp_reflect_find_spec(const dp_reflection *r, const char *name);
 const dp_refl_push *dp_reflect_find_push(const dp_reflection *r, const char *name);
 const char         *dp_refl_kind_name(dp_refl_kind k);   /* "u32", "ptr", ... */

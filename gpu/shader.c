@@ -15,10 +15,11 @@
 #include <shaderc/shaderc.h>
 #include <xxhash.h>
 
+#include "gpu/reflect.h"
 #include "gpu/shader.h"
 
 /* Bump when the options below change: old cache entries then simply miss. */
-#define CACHE_FORMAT "doppler-spirv-1 vulkan1.2 spv1.5 O=performance g"
+#define CACHE_FORMAT "doppler-spirv-2 vulkan1.2 spv1.5 O=performance g spec-defaults"
 #define MAX_INCLUDE_DEPTH 16
 
 struct dp_shader_cache {
@@ -270,6 +271,33 @@ static void add_define(shaderc_compile_options_t o, const char *def)
     else shaderc_compile_options_add_macro_definition(o, def, strlen(def), "1", 1);
 }
 
+static dp_status run_shaderc(dp_shader_cache *sc, const char *text, size_t len, const char *path,
+                             shaderc_compile_options_t o, dp_spirv *out, dp_err *err)
+{
+    dp_status st = DP_OK;
+    shaderc_compilation_result_t res = shaderc_compile_into_spv(sc->compiler, text, len, shaderc_compute_shader,
+                                                                path, "main", o);
+    if (!res || shaderc_result_get_compilation_status(res) != shaderc_compilation_status_success) {
+        sc->st.failures++;
+        const char *log = res ? shaderc_result_get_error_message(res) : "shaderc returned nothing";
+        st = DP_FAIL(err, DP_ESHADER, "%s", log && *log ? log : "shader compilation failed (no log)");
+        /* Drop the trailing newline so that messages print as one block. */
+        size_t n = strlen(err ? err->msg : "");
+        while (err && n && err->msg[n - 1] == '\n') err->msg[--n] = 0;
+    } else {
+        size_t bytes = shaderc_result_get_length(res);
+        out->words = malloc(bytes ? bytes : 4);
+        if (!out->words) {
+            st = DP_FAIL(err, DP_ENOMEM, "out of host memory for %s's SPIR-V", path);
+        } else {
+            memcpy(out->words, shaderc_result_get_bytes(res), bytes);
+            out->n_words = bytes / 4;
+        }
+    }
+    if (res) shaderc_result_release(res);
+    return st;
+}
+
 dp_status dp_shader_compile(dp_shader_cache *sc, const dp_shader_src *src, dp_spirv *out, dp_err *err)
 {
     dp_status st = DP_OK;
@@ -277,8 +305,9 @@ dp_status dp_shader_compile(dp_shader_cache *sc, const dp_shader_src *src, dp_sp
     char *text = NULL;
     size_t len = 0;
     shaderc_compile_options_t o = NULL;
-    shaderc_compilation_result_t res = NULL;
     XXH3_state_t *h = NULL;
+    dp_spirv plain = {0};
+    dp_reflection refl;
     memset(out, 0, sizeof *out);
 
     if (src->source) {
@@ -325,33 +354,28 @@ dp_status dp_shader_compile(dp_shader_cache *sc, const dp_shader_src *src, dp_sp
     shaderc_compile_options_set_source_language(o, shaderc_source_language_glsl);
     shaderc_compile_options_set_target_env(o, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
     shaderc_compile_options_set_target_spirv(o, shaderc_spirv_version_1_5);
-    shaderc_compile_options_set_optimization_level(o, shaderc_optimization_level_performance);
-    /* Without debug info the optimiser strips OpName/OpMemberName, which reflection needs. */
-    shaderc_compile_options_set_generate_debug_info(o);
     shaderc_compile_options_set_include_callbacks(o, on_include, on_include_release, sc);
     for (size_t i = 0; i < src->n_defines; i++) add_define(o, src->defines[i]);
 
-    res = shaderc_compile_into_spv(sc->compiler, text, len, shaderc_compute_shader, path, "main", o);
-    if (!res || shaderc_result_get_compilation_status(res) != shaderc_compilation_status_success) {
-        sc->st.failures++;
-        const char *log = res ? shaderc_result_get_error_message(res) : "shaderc returned nothing";
-        st = DP_FAIL(err, DP_ESHADER, "%s", log && *log ? log : "shader compilation failed (no log)");
-        /* Drop the trailing newline so that messages print as one block. */
-        size_t n = strlen(err ? err->msg : "");
-        while (err && n && err->msg[n - 1] == '\n') err->msg[--n] = 0;
-        goto done;
-    }
-    size_t bytes = shaderc_result_get_length(res);
-    out->words = malloc(bytes ? bytes : 4);
-    if (!out->words) { st = DP_FAIL(err, DP_ENOMEM, "out of host memory for %s's SPIR-V", path); goto done; }
-    memcpy(out->words, shaderc_result_get_bytes(res), bytes);
-    out->n_words = bytes / 4;
+    /* First unoptimised: the optimiser drops spec constants the code never reads, and with them
+    ** the default of WG when only the workgroup size uses it (glslang gives local_size_x_id a
+    ** constant of its own whose default is 1). The unoptimised module still has every named
+    ** default; they are copied into the optimised one below. */
+    shaderc_compile_options_set_optimization_level(o, shaderc_optimization_level_zero);
+    if ((st = run_shaderc(sc, text, len, path, o, &plain, err)) != DP_OK) goto done;
+    if ((st = dp_reflect(plain.words, plain.n_words, path, &refl, err)) != DP_OK) goto done;
+    shaderc_compile_options_set_optimization_level(o, shaderc_optimization_level_performance);
+    /* Without debug info the optimiser also strips OpName/OpMemberName, which reflection needs. */
+    shaderc_compile_options_set_generate_debug_info(o);
+    if ((st = run_shaderc(sc, text, len, path, o, out, err)) != DP_OK) goto done;
+    dp_spirv_set_spec_defaults(out->words, out->n_words, &refl);
     sc->st.compiles++;
     cache_store(sc, key, out);
 done:
-    if (res) shaderc_result_release(res);
     if (o) shaderc_compile_options_release(o);
     XXH3_freeState(h);
+    dp_spirv_free(&plain);
+    if (st != DP_OK) dp_spirv_free(out);
     free(text);
     return st;
 }

@@ -8,6 +8,7 @@ void dp_lua_register_all(lua_State *L, int module)
     dp_lua_register_gpu(L, module);
     dp_lua_register_model(L, module);
     dp_lua_register_upload(L, module);
+    dp_lua_register_tokenizer(L, module);
     dp_lua_register_write(L, module);
     dp_lua_register_math(L, module);
 }

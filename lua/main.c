@@ -21,11 +21,16 @@ typedef struct command {
 } command;
 
 static const command c_commands[] = {
+    {"devices", dp_cmd_devices, "list Vulkan devices and the capabilities kernels branch on"},
+    {"shaders", dp_cmd_shaders, "compile shaders into the SPIR-V cache (--precompile)"},
+    {"inspect", dp_cmd_inspect, "print a model's metadata and tensor table"},
+    {"tokenize", dp_cmd_tokenize, "text to token ids (JSON) and back, with a model's tokenizer"},
     {NULL, NULL, NULL},
 };
 
 /* Subcommands written in Lua: listed for --help; each lives in lua/lib/doppler/cmd/<name>.lua. */
 static const struct { const char *name, *summary; } lua_commands[] = {
+    {"synth", "write a synthetic model (seeded random weights at a config's shapes)"},
     {NULL, NULL},
 };
 

@@ -50,7 +50,10 @@ static bool has(const reader *r, uint64_t n) { return n <= r->size - r->pos; }
 
 static dp_status rd_bytes(reader *r, void *dst, size_t n)
 {
-    if (!has(r, n)) return truncated(r);
+    if (!has(r, n)) {
+        memset(dst, 0, n);           /* callers never read it, but the optimiser cannot see that */
+        return truncated(r);
+    }
     memcpy(dst, r->p + r->pos, n);   /* little-endian host assumed (x86-64, aarch64) */
     r->pos += n;
     return DP_OK;
@@ -62,6 +65,8 @@ static dp_status rd_u64(reader *r, uint64_t *x) { return rd_bytes(r, x, 8); }
 static dp_status rd_str(reader *r, dp_gguf_str *s)
 {
     uint64_t len = 0;
+    s->ptr = NULL;
+    s->len = 0;
     dp_status st = rd_u64(r, &len);
     if (st != DP_OK) return st;
     if (!has(r, len)) return truncated(r);

@@ -65,7 +65,7 @@ static bool copy_value(dp_gguf_value *dst, const dp_gguf_value *src, int depth)
         dst->v = src->v;
         return true;
     }
-    if (depth >= DP_GGUF_MAX_ARRAY_DEPTH) return false;
+    if (src->v.arr.type == DP_GGUF_ARRAY && depth >= DP_GGUF_MAX_ARRAY_DEPTH) return false;   /* as the reader */
     dst->v.arr.type = src->v.arr.type;
     uint64_t n = src->v.arr.n;
     uint32_t es = dp_gguf_type_size(src->v.arr.type);

@@ -76,7 +76,8 @@ dp_status dp_hfconfig_set_layer_pattern(dp_hfconfig *cfg, int64_t pattern, dp_er
     cfg->layer_types = calloc((size_t)(cfg->num_hidden_layers ? cfg->num_hidden_layers : 1), sizeof *cfg->layer_types);
     if (!cfg->layer_types) return DP_FAIL(err, DP_ENOMEM, "config: out of host memory");
     for (int64_t i = 0; i < cfg->num_hidden_layers; i++)
-        cfg->layer_types[i] = pattern <= 0 ? DP_LAYER_FULL
+        cfg->layer_types[i] = pattern == DP_LAYERS_ALL_SLIDING ? DP_LAYER_SLIDING
+                            : pattern <= 0 ? DP_LAYER_FULL
                             : ((i + 1) % pattern == 0 ? DP_LAYER_FULL : DP_LAYER_SLIDING);
     return DP_OK;
 }
@@ -155,7 +156,7 @@ static dp_status read_layers(const char *name, const struct json_object *c, dp_h
     if (gemma || dp_json_get(c, "sliding_window_pattern")) return dp_hfconfig_set_layer_pattern(cfg, pattern, err);
     /* Mistral-style: one window for every layer, unless the config turns it off (Qwen2). */
     bool sliding = cfg->sliding_window > 0 && dp_json_get_bool(c, "use_sliding_window", true);
-    return dp_hfconfig_set_layer_pattern(cfg, sliding ? 1 : 0, err);
+    return dp_hfconfig_set_layer_pattern(cfg, sliding ? DP_LAYERS_ALL_SLIDING : 0, err);
 }
 
 dp_status dp_hfconfig_from_json(const char *name, struct json_object *obj, dp_hfconfig *cfg, dp_err *err)

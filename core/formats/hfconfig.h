@@ -68,8 +68,10 @@ dp_status dp_hfconfig_read(const char *path, dp_hfconfig *cfg, dp_err *err);
 void      dp_hfconfig_free(dp_hfconfig *cfg);   /* frees members; cfg itself is the caller's */
 
 const char *dp_layer_kind_name(dp_layer_kind k);   /* "full_attention" / "sliding_attention" */
-/* Fills layer_types for n layers from a v4-style pattern (layer i is full when (i+1) % pattern == 0;
-** pattern 0 = all full, 1 = all sliding). Allocates cfg->layer_types. */
+/* Fills layer_types for cfg->num_hidden_layers layers from a v4-style pattern: layer i is full when
+** (i + 1) % pattern == 0 (so 1 = all full, as in transformers); 0 = all full; DP_LAYERS_ALL_SLIDING
+** (-1) = every layer sliding (Mistral). Allocates cfg->layer_types. */
+#define DP_LAYERS_ALL_SLIDING (-1)
 dp_status dp_hfconfig_set_layer_pattern(dp_hfconfig *cfg, int64_t pattern, dp_err *err);
 
 typedef struct dp_genconfig {

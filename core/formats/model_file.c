@@ -141,7 +141,7 @@ dp_status dp_hfconfig_from_gguf(const dp_gguf *g, dp_hfconfig *cfg, dp_err *err)
     cfg->sliding_window = gget_int(g, arch, "attention.sliding_window", 0);
     cfg->sliding_window_pattern = gemma ? gget_int(g, arch, "attention.sliding_window_pattern", 6) : 0;
     dp_status st = dp_hfconfig_set_layer_pattern(cfg, gemma ? cfg->sliding_window_pattern
-                                                            : (cfg->sliding_window > 0 ? 1 : 0), err);
+                                                            : (cfg->sliding_window > 0 ? DP_LAYERS_ALL_SLIDING : 0), err);
     if (st != DP_OK) return st;
     cfg->query_pre_attn_scalar = gemma ? (double)cfg->head_dim : 0;
     cfg->final_logit_softcapping = gget_double(g, arch, "final_logit_softcapping", 0);

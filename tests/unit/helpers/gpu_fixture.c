@@ -16,6 +16,7 @@ dp_device *dp_test_device_open(void)
     dp_device *dev = NULL;
     dp_err err = {0};
     DP_TEST_OK(dp_device_open(&o, &dev, &err), &err);
+    assert_true(dp_device_validation_enabled(dev));
     return dev;
 }
 
