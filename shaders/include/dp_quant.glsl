@@ -1,5 +1,5 @@
 // shaders/include/dp_quant.glsl: decoding ggml's block-quantised weights on the GPU, one type per define:
-//   DP_Q_Q8_0 | DP_Q_Q4_0 | DP_Q_Q5_0 | DP_Q_Q4_1 | DP_Q_Q5_1 | DP_Q_Q4_K | DP_Q_Q5_K | DP_Q_Q6_K
+//   DP_Q_Q8_0 (the default) | DP_Q_Q4_0 | DP_Q_Q5_0 | DP_Q_Q4_1 | DP_Q_Q5_1 | DP_Q_Q4_K | DP_Q_Q5_K | DP_Q_Q6_K
 // Layouts and formulas: core/quant.c (the CPU reference, ggml's dequantize_row_*) and MODEL_REFERENCE §4.
 // Provides:
 //   QK                    elements per block (32, or 256 for the K-quants)
@@ -16,6 +16,12 @@
 #define DP_QUANT_GLSL
 
 #include "dp_common.glsl"
+
+// No type define: Q8_0 (so that a kernel compiles with default defines, e.g. under `doppler shaders`).
+#if !defined(DP_Q_Q8_0) && !defined(DP_Q_Q4_0) && !defined(DP_Q_Q4_1) && !defined(DP_Q_Q5_0) && \
+    !defined(DP_Q_Q5_1) && !defined(DP_Q_Q4_K) && !defined(DP_Q_Q5_K) && !defined(DP_Q_Q6_K)
+#define DP_Q_Q8_0
+#endif
 
 #if defined(DP_Q_Q8_0)
 #define QK 32u
@@ -41,8 +47,6 @@
 #elif defined(DP_Q_Q6_K)
 #define QK 256u
 #define QB 210u
-#else
-#error "dp_quant.glsl: define one of DP_Q_Q8_0, DP_Q_Q4_0, DP_Q_Q4_1, DP_Q_Q5_0, DP_Q_Q5_1, DP_Q_Q4_K, DP_Q_Q5_K, DP_Q_Q6_K"
 #endif
 
 // 16 bits at an even byte offset of a block.
