@@ -38,7 +38,10 @@ dp_status dp_upload_convert(dp_device *dev, const char *what, const void *src, d
     if (ndim < 1 || ndim > DP_GTENSOR_MAX_DIMS)
         return DP_FAIL(err, DP_EINVAL, "%s: %u dimensions cannot be uploaded", what, ndim);
     bool quant = dp_dtype_get(src_type) && dp_dtype_get(src_type)->is_quant;
-    if (!plain_float(dst_type) || (!plain_float(src_type) && !(quant && dp_quant_can_dequantize(src_type))))
+    /* quantised blocks kept as they are (GPU kernels decode them), or converted to a float type */
+    bool keep_blocks = quant && dst_type == src_type;
+    if ((!plain_float(dst_type) && !keep_blocks) ||
+        (!plain_float(src_type) && !(quant && (keep_blocks || dp_quant_can_dequantize(src_type)))))
         return DP_FAIL(err, DP_EINVAL, "%s: cannot convert %s to %s on upload", what, dp_dtype_name(src_type),
                        dp_dtype_name(dst_type));
     uint64_t row = shape[ndim - 1], n = 1;

@@ -17,6 +17,10 @@ M.known = {
   prefill_chunk = { kind = "int", min = 1, default = 256, doc = "tokens per prefill pass (longer prompts run in chunks)" },
   context       = { kind = "int", min = 1, default = 4096, doc = "context length (KV cache positions)" },
   matmul        = { values = { "auto", "gemv", "gemm" }, default = "auto", doc = "matrix kernel for T > 1 (auto: gemm)" },
+  weight_quant  = { values = { "keep", "dequant" }, default = "keep",
+                    doc = "quantised weights: keep the blocks on the device (GPU kernels decode them) or dequantise at load" },
+  q_matmul      = { values = { "fused", "dequant_f16" }, default = "fused",
+                    doc = "linears with quantised weights: decode in the matrix kernel, or an f16 copy made once per plan" },
 }
 
 local function valid_list()

@@ -36,6 +36,12 @@ end
 
 local ACT_DEFINE = { f16 = "DP_ACT_F16", f32 = nil }
 local W_DEFINE = { f32 = "DP_W_F32", f16 = "DP_W_F16", bf16 = "DP_W_BF16" }
+-- Quantised weight types with GPU kernels (shaders/include/dp_quant.glsl): dtype -> define.
+local Q_DEFINE = {
+  q8_0 = "DP_Q_Q8_0", q4_0 = "DP_Q_Q4_0", q4_1 = "DP_Q_Q4_1", q5_0 = "DP_Q_Q5_0", q5_1 = "DP_Q_Q5_1",
+  q4_k = "DP_Q_Q4_K", q5_k = "DP_Q_Q5_K", q6_k = "DP_Q_Q6_K",
+}
+M.quant_types = Q_DEFINE
 
 function M.context(dev, plan, env)
   local ctx = { dev = dev, plan = plan, env = env, dispatches = 0, kernels = {} }
@@ -115,27 +121,63 @@ R.add_rmsnorm = function(ctx, n)
   })
 end
 
+-- The f16 copy of a quantised weight for q_matmul=dequant_f16: made once per plan (dequant.comp run
+-- at compile time on its own recorder), shared by every linear of the plan that reads the weight.
+local function dequant_f16(ctx, w)
+  ctx.dequantised = ctx.dequantised or {}
+  local name = w.attrs.name or tostring(w)
+  local t = ctx.dequantised[name]
+  if t then return t end
+  local N, K = w.bshape[1], w.bshape[2]
+  t = ctx.dev:tensor { dtype = "f16", shape = { N, K } }
+  ctx.plan.owned[#ctx.plan.owned + 1] = t
+  local k = ctx.kernel("quant/dequant.comp", { Q_DEFINE[w.etype] }, { WG = 256 })
+  local gx, gy = groups_1d(N * K // 8, 256)
+  local rec = ctx.dev:recorder()
+  rec:dispatch(k, { gx, gy, 1 }, { w = ctx.t(w), y = t, n = N * K })
+  rec:run()
+  ctx.dequantised[name] = t
+  return t
+end
+
 -- y = x · Wᵀ (+ b). Decode-sized T uses the GEMV kernel (W streamed once for up to 4 tokens);
 -- larger T the tiled GEMM. An output type other than the activations' (f32 logits) is a define.
+-- Quantised W: the fused kernels (gemv_q / gemm_q decode blocks in registers), or with
+-- q_matmul=dequant_f16 the ordinary kernels on an f16 copy.
 R.linear = function(ctx, n)
   local x, w, b = n.inputs[1], n.inputs[2], n.inputs[3]
   local K = x.bshape[#x.bshape]
   local N = n.bshape[#n.bshape]
   local T = numel(n.bshape) // N
-  local defs = { ctx.weight_define(w.etype, w.attrs.name) }
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local wt, qdef = ctx.t(w), Q_DEFINE[w.etype]
+  if qdef and hints.q_matmul == "dequant_f16" then
+    wt, qdef = dequant_f16(ctx, w), nil
+  end
+  local defs
+  if qdef then
+    if K % 8 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements", w.attrs.name, w.etype, K) end
+    if b and b.etype ~= "f32" then Graph.fail("plan: bias of quantised %s must be f32, is %s", w.attrs.name, b.etype) end
+    defs = { qdef }
+  else
+    defs = { ctx.weight_define(wt == ctx.t(w) and w.etype or "f16", w.attrs.name) }
+  end
   if b then defs[#defs + 1] = "DP_BIAS" end
   if n.etype ~= ctx.env.act then defs[#defs + 1] = "DP_OUT_" .. n.etype:upper() end
-  local push = { x = ctx.t(x), w = ctx.t(w), y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0 }
+  local push = { x = ctx.t(x), w = wt, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0 }
   if b then push.bias = ctx.t(b) end
-  local mode = ctx.env.hints and ctx.env.hints.values.matmul or "auto"
+  local mode = hints.matmul or "auto"
   if mode == "gemv" or (mode == "auto" and T <= 4) then
-    local rows, tt = 2, math.min(T, 4)
-    local k = ctx.kernel("matmul/gemv.comp", ctx.defines(defs), { WG = 128, ROWS = rows, TT = tt })
+    local tt = math.min(T, 4)
+    local rows = qdef and 4 or 2
+    local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
+    local k = ctx.kernel(file, ctx.defines(defs), { WG = 128, ROWS = rows, TT = tt })
     local nb = ceil_div(N, rows)
     local gx = math.min(nb, WG_MAX_GROUPS)
     ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
   else
-    local k = ctx.kernel("matmul/gemm.comp", ctx.defines(defs), { WG = 256, BM = 64, BN = 64, TM = 4, TN = 4, BK = 16 })
+    local file = qdef and "matmul/gemm_q.comp" or "matmul/gemm.comp"
+    local k = ctx.kernel(file, ctx.defines(defs), { WG = 256, BM = 64, BN = 64, TM = 4, TN = 4, BK = qdef and 32 or 16 })
     ctx.dispatch(k, ceil_div(N, 64), ceil_div(T, 64), 1, push)
   end
 end

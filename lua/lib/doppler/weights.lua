@@ -1,15 +1,24 @@
 -- doppler.weights: a model's tensors onto the device, checked against what the recipe expects.
 -- Every weight the recipe lists must exist with that shape (a missing or mis-shaped tensor is
--- named). Float weights take the device type the hints ask for; quantised GGUF types are
--- dequantised on the way (CPU reference) until their GPU kernels take them as they are.
+-- named). Float weights take the device type the hints ask for; quantised GGUF types whose blocks
+-- a GPU kernel decodes (doppler.lower's quant_types) stay as they are (weight_quant=keep), others
+-- are dequantised on the way (CPU reference).
+local lower = require "doppler.lower"
+
 local M = {}
+
+-- Tables the gather kernel reads (it takes float tables only): dequantised whatever weight_quant says.
+local FLOAT_ONLY = { ["model.embed_tokens.weight"] = true }
 
 -- The device dtype of a float weight: precision=f32 -> f32; weight_dtype=X -> X; auto -> f16 for
 -- f32 files (half the bytes, as a user running in f16 expects) and as stored for f16/bf16.
 -- Norm weights (entries marked norm = true, and other 1-D tensors of recipes that mark none) stay
 -- f32: they are small and sit inside an f32 computation. A bias (1-D, not a norm) takes its
 -- matrix's type: the matrix kernels read it with the weight type (DP_BIAS).
-local function device_dtype(file_dtype, ndim, h, is_norm)
+local function device_dtype(file_dtype, ndim, h, is_norm, name)
+  if ndim == 2 and lower.quant_types[file_dtype] and h:get("weight_quant") == "keep" and not FLOAT_ONLY[name] then
+    return file_dtype
+  end
   if h:get("precision") == "f32" then return "f32" end
   if is_norm then return "f32" end
   local want = h:get("weight_dtype")
@@ -49,7 +58,7 @@ function M.load(dev, recipe, model, cfg, h, progress)
   for i, e in ipairs(expected) do
     local name = e[1]
     local t = model:tensor(name)
-    local dt = device_dtype(t.dtype, #t.shape, h, e.norm or (#t.shape == 1 and not marks_norms))
+    local dt = device_dtype(t.dtype, #t.shape, h, e.norm or (#t.shape == 1 and not marks_norms), name)
     if e.stack then
       local st = stacks[e.stack[1]]
       st.parts[e.stack[2]] = dev:upload_model_tensor(model, name, dt)
