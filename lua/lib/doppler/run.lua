@@ -133,9 +133,10 @@ function M.main(recipe, argv)
   local t_load = now()
   local model = doppler.open_model(path)
   local last_pct = -1
+  local show_progress = not o.quiet and doppler.isatty(2)
   local s = session.open(recipe, model, { hints = h, progress = function(i, n)
     local pct = (100 * i) // n
-    if not o.quiet and pct ~= last_pct and (pct % 10 == 0) then
+    if show_progress and pct ~= last_pct and (pct % 10 == 0) then
       io.stderr:write(("\rloading %s: %3d%%"):format(path, pct)); last_pct = pct
       if i == n then io.stderr:write("\n") end
     end
@@ -150,8 +151,10 @@ function M.main(recipe, argv)
   end
   local smp = sampler.new(s, { temperature = o.temperature, top_k = o.top_k, top_p = o.top_p,
                                min_p = o.min_p, repeat_penalty = o.repeat_penalty, seed = o.seed })
+  -- Stop on the config's EOS ids and on the tokenizer's end-of-sequence / end-of-turn tokens.
   local stops = {}
-  for _, id in ipairs(recipe.stop_ids and recipe.stop_ids(s.cfg, tok) or s.cfg.eos_token_ids or {}) do stops[id] = true end
+  for _, id in ipairs(s.cfg.eos_token_ids or {}) do stops[id] = true end
+  if tok then for _, id in ipairs(tok:eos()) do stops[id] = true end end
 
   if o.chat then
     return require("doppler.chat").repl(recipe, s, tok, smp, stops, o)

@@ -16,6 +16,10 @@ local rope = require "doppler.rope"
 
 local M = {}
 local Session = {}
+
+-- Positions a session can take back (Session:rewind) at the cost of that many extra slots per
+-- sliding-window cache.
+M.REWIND = 128
 Session.__index = Session
 
 local function resolve_types(h)
@@ -80,7 +84,9 @@ function Session:io(g, all_rows)
   end
   function io.kv_cache(layer, window)
     local D, Hkv = s.cfg.head_dim, s.cfg.num_key_value_heads
-    local cap = window and math.min(window, s.context) or s.context
+    -- A sliding layer keeps its window plus REWIND slots, so that the last REWIND positions can
+    -- be taken back (Session:rewind) without losing keys the window still needs.
+    local cap = window and math.min(window + M.REWIND, s.context) or s.context
     local kname, vname = ("kv%d.k"):format(layer), ("kv%d.v"):format(layer)
     if not s.states[kname] then
       s.states[kname] = s.dev:tensor { dtype = s.kv, shape = { Hkv, cap, D } }
@@ -244,6 +250,16 @@ end
 
 function Session:reset()
   self.pos = 0
+end
+
+-- Forgets every position from `pos` on, keeping the cache before it: a chat turn that re-renders
+-- the last reply differently (templates trim whitespace) continues from the common prefix.
+-- Returns false (and changes nothing) when that is further back than the caches allow.
+function Session:rewind(pos)
+  if pos > self.pos or pos < 0 then error(("rewind to %d: only %d positions are held"):format(pos, self.pos), 2) end
+  if self.pos - pos > M.REWIND then return false end
+  self.pos = pos
+  return true
 end
 
 function Session:stats()
