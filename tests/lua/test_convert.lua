@@ -297,5 +297,20 @@ check.case("llama3-tiny -> f32: q/k rows in llama.cpp's adjacent-pair order, rop
   src:close()
 end)
 
+check.case("gemma3 tokenizer: added tokens beyond the embedding are dropped, as llama.cpp does", function()
+  local tj = tmp .. "/gemma3.tokenizer.json"
+  doppler.copy_file(F .. "/tokenizers/gemma3.tokenizer.json.gz", tj, { gunzip = true })
+  local cfg = { vocab_size = 262144, bos_token_id = 2, eos_token_ids = { 1, 106 }, pad_token_id = 0 }
+  local kv = {}
+  for _, e in ipairs(convert.tokenizer_keys(tj, convert.families.gemma3, cfg, function() end)) do kv[e[1]] = e[3] end
+  check.eq(#kv["tokenizer.ggml.tokens"], 262144, "tokens = embedding rows")
+  check.eq(#kv["tokenizer.ggml.scores"], 262144, "scores")
+  check.eq(kv["tokenizer.ggml.tokens"][106 + 1], "<end_of_turn>", "token 106")
+  check.eq(kv["tokenizer.ggml.eot_token_id"], 106, "eot id")
+  check.eq(kv["tokenizer.ggml.unknown_token_id"], 3, "unk id")
+  check.eq(kv["tokenizer.ggml.token_type"][3 + 1], 2, "<unk> is the unknown type")
+  check.eq(kv["tokenizer.ggml.add_space_prefix"], false, "no space prefix (Gemma 3)")
+end)
+
 os.execute("rm -rf " .. check.quote(tmp))
 check.done()

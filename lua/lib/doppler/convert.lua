@@ -159,6 +159,20 @@ local function tokenizer_keys(path, fam, cfg, log)
     if a.id + 1 > n then n = a.id + 1 end
   end
   if cfg.vocab_size and cfg.vocab_size > n then n = cfg.vocab_size end
+  -- Added tokens beyond the embedding (Gemma 3's 262144 = <image_soft_token> on the text-only 1B) are
+  -- dropped, as llama.cpp's converter drops them: the token count must equal the embedding rows.
+  if cfg.vocab_size and n > cfg.vocab_size then
+    local only_added = true
+    for id = cfg.vocab_size + 1, n do only_added = only_added and (tokens[id] == nil or added[id] ~= nil) end
+    if only_added then
+      log("tokenizer: dropping %d added token(s) beyond the %d embedding rows\n", n - cfg.vocab_size, cfg.vocab_size)
+      for id = cfg.vocab_size + 1, n do tokens[id], added[id] = nil, nil end
+      n = cfg.vocab_size
+    else
+      log("warning: the tokenizer has %d tokens but the embedding %d rows; llama.cpp will refuse the file\n",
+          n, cfg.vocab_size)
+    end
+  end
   local merges, rank_of = {}, {}
   for i, m in ipairs(model.merges or {}) do
     local l, r
@@ -171,8 +185,8 @@ local function tokenizer_keys(path, fam, cfg, log)
   for i = 1, n do
     local t = tokens[i]
     if not t then t = ("[PAD%d]"):format(i - 1); tokens[i] = t; types[i] = 5
-    elseif added[i] then types[i] = added[i]
     elseif t == model.unk_token then types[i] = 2
+    elseif added[i] then types[i] = added[i]
     elseif model.byte_fallback and t:match("^<0x%x%x>$") then types[i] = 6
     else types[i] = 1 end
     ids[t] = ids[t] or (i - 1)
@@ -208,6 +222,7 @@ local function tokenizer_keys(path, fam, cfg, log)
   log("tokenizer: %d tokens, %d merges (%s)\n", n, #merges, fam.tokenizer.model)
   return k
 end
+M.tokenizer_keys = tokenizer_keys
 
 -- ---- the conversion ----
 
