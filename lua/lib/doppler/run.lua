@@ -35,6 +35,7 @@ local function options(recipe_name)
       { "--hint", "KEY=VALUE", "kernel/precision hint (see --show-hints)", repeat_ = true },
       { "--show-hints", nil, "print every hint's effective value and its source, then exit" },
       { "--quiet", nil, "no progress or speed report on stderr" },
+      { "--profile", nil, "report GPU time per kernel per token, submits, bytes read back, device memory (stderr)" },
     },
   }
 end
@@ -172,6 +173,7 @@ function M.main(recipe, argv)
   end
   local detok = tok and tok:decoder()
   local generated = {}
+  local prof = o.profile and require("doppler.profile").start(s)
   local t0 = now()
   local t_first
   local decode = recipe.decode or require("doppler.generate").decode
@@ -179,7 +181,10 @@ function M.main(recipe, argv)
     max_tokens = o.max_tokens, sampler = smp, stops = stops, all_logits = logits_file ~= nil,
     on_logits = logits_file and function(rows) for _, r in ipairs(rows) do logits_file:write(r) end end,
   }, function(id)
-    if not t_first then t_first = now() end
+    if not t_first then
+      t_first = now()
+      if prof then prof:first_token() end
+    end
     generated[#generated + 1] = id
     if detok then
       io.stdout:write(detok:push(id))
@@ -187,6 +192,7 @@ function M.main(recipe, argv)
     end
   end)
   local t_end = now()
+  if prof then prof:report(io.stderr) end
   if logits_file then logits_file:close() end
   if detok then io.stdout:write("\n") end
   if o.print_ids then
