@@ -158,7 +158,7 @@ static void set_kv(lua_State *L, dp_gguf_writer *w)
     int v = lua_gettop(L);
     dp_err err = {0};
     dp_status st = DP_OK;
-    dp_gguf_type t;
+    dp_gguf_type t = DP_GGUF_UINT32;   /* set by kv_type below; the initialiser quiets -O2 */
     if (strncmp(tname, "arr:", 4) == 0) {
         if (!kv_type(tname + 4, &t) || t == DP_GGUF_BOOL || t == DP_GGUF_UINT64)
             luaL_error(L, "gguf_write: %s: unknown array type '%s'", key, tname);
@@ -358,7 +358,7 @@ static int l_gguf_write(lua_State *L)
 
 static dp_dtype check_dtype(lua_State *L, int idx)
 {
-    dp_dtype t;
+    dp_dtype t = DP_F32;
     const char *n = luaL_checkstring(L, idx);
     if (!dp_dtype_from_name(n, &t)) luaL_error(L, "unknown dtype '%s'", n);
     return t;
