@@ -194,7 +194,7 @@ dp_status dp_manifest_parse(const char *name, const char *text, size_t len, dp_m
 dp_status dp_manifest_read(const char *path, dp_manifest **out, dp_err *err)
 {
     char *text;
-    size_t len;
+    size_t len = 0;
     *out = NULL;
     dp_status st = read_text(path, &text, &len, err);
     if (st != DP_OK) return st;
@@ -220,7 +220,7 @@ void dp_manifest_free(dp_manifest *m)
 dp_status dp_manifest_read_pairs(const char *path, dp_manifest_pair **out, size_t *n, dp_err *err)
 {
     char *text;
-    size_t len;
+    size_t len = 0;
     *out = NULL;
     *n = 0;
     dp_status st = read_text(path, &text, &len, err);
