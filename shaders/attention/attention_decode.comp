@@ -1,0 +1,195 @@
+#version 460
+// attention_decode: flash-decoding, stage 1 of 2 (attention_reduce.comp combines). For decode-sized T.
+// Semantics are attention.comp's (read its header: visible keys, which keys come from the new k, v and
+// which from the caches, GQA, softcap, f16 rounding of new keys); this kernel only splits the work:
+//   the n visible keys of token t (lo .. qp, qp = pos[t]) are cut into chunks of
+//     clen = max(min_chunk, ceil(n / n_chunks)) keys; chunk c covers lo + c * clen .. (clen keys, up to qp);
+//   a workgroup per (kv head, chunk, token) computes for each of the G = n_q_heads / n_kv_heads q heads
+//   sharing that kv head (so K and V are read once for all of them) the chunk's partial softmax:
+//     m = max_j s_j,  l = sum_j exp(s_j - m),  ov[:] = sum_j exp(s_j - m) V_j[:]
+//   and attention_reduce.comp merges the chunks. Chunks past the visible range exit at once, so the
+//   dispatch size does not depend on the context length (one recorded command buffer serves every step).
+// Method: the workgroup is cut into clusters of LK lanes (inside one subgroup); a cluster reads one key
+// row at a time (lanes over D, VEC consecutive elements per load, 16-byte loads from the caches when
+// aligned), reduces the G dot products with subgroupShuffleXor, and keeps its own online softmax; the
+// clusters are merged in shared memory at the end. f32 throughout.
+// Dispatch: (n_kv_heads, n_chunks, n_tokens).
+// Push:  q (ACT [T, n_q_heads, D], read)  k, v (ACT [T, n_kv_heads, D], read)
+//        kc, vc (KV [n_kv_heads, cap, D], read)  pos (u32 [T], read)
+//        part_o (f32 [T, n_q_heads, n_chunks, D], write)  part_ml (f32 [T, n_q_heads, n_chunks, 2], write: m, l)
+//        n_tokens, n_q_heads, n_kv_heads, cap, window, scale, softcap, q_stride, kv_stride (as attention.comp),
+//        n_chunks, min_chunk (>= 1)
+// Spec:  WG  workgroup size, a multiple of LK (default 128)
+//        D   head_dim (default 256); G  q heads per kv head (default 1)
+//        LK  lanes per key row: a power of two <= the subgroup size, D / LK a multiple of VEC (8 with
+//            DP_KV_F16, else 4); the host picks min(subgroup size, D / VEC)
+// Defines: DP_ACT_F16, DP_KV_F16
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "dp_types.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 128;
+layout(constant_id = 1) const uint D = 256;
+layout(constant_id = 2) const uint G = 1;
+layout(constant_id = 3) const uint LK = 32;
+
+layout(push_constant) uniform Push {
+    ACT_In  q;
+    ACT_In  k;
+    ACT_In  v;
+    KV_In   kc;
+    KV_In   vc;
+    U32In   pos;
+    F32Out  part_o;
+    F32Out  part_ml;
+    uint    n_tokens;
+    uint    n_q_heads;
+    uint    n_kv_heads;
+    uint    cap;
+    uint    window;
+    float   scale;
+    float   softcap;
+    uint    q_stride;
+    uint    kv_stride;
+    uint    n_chunks;
+    uint    min_chunk;
+} p;
+
+#ifdef DP_KV_F16
+const uint VEC = 8u;
+#else
+const uint VEC = 4u;
+#endif
+const uint EPL = D / LK;      // elements per lane
+const uint NVL = EPL / VEC;   // vectors per lane
+const uint NCL = WG / LK;     // clusters per workgroup
+const float NEG = -3.0e38;    // "no key yet": exp(NEG - s) = 0 for any finite score
+
+shared float red_ml[NCL * G * 2u];
+shared float red_o[NCL * D];
+
+float kv_round(float x)
+{
+#ifdef DP_KV_F16
+    return float(float16_t(x));
+#else
+    return x;
+#endif
+}
+
+float safe_tanh(float x)
+{
+    float e = exp(-2.0 * abs(x));
+    return sign(x) * (1.0 - e) / (1.0 + e);
+}
+
+// Element d of a lane's slice: vector i (of NVL), element e (of VEC).
+uint lane_dim(uint ln, uint i, uint e) { return (ln + i * LK) * VEC + e; }
+
+// The lane's EPL elements of key/value row j for kv head hk, as attention.comp reads them.
+void load_row(ACT_In src, KV_In cache, uint j, uint hk, uint ln, uint p0, uint ks, bool vec_ok, out float r[EPL])
+{
+    if (j >= p0) {
+        uint b = (j - p0) * ks + hk * D;
+        for (uint i = 0u; i < NVL; i++)
+            for (uint e = 0u; e < VEC; e++) r[i * VEC + e] = kv_round(act_load(src, b + lane_dim(ln, i, e)));
+        return;
+    }
+    uint row = (hk * p.cap + j % p.cap) * D;
+    if (vec_ok) {
+        DP_RAW16_In cv = DP_RAW16_In(uint64_t(cache));
+        for (uint i = 0u; i < NVL; i++) {
+            uvec4 u = cv.v[row / VEC + ln + i * LK];
+#ifdef DP_KV_F16
+            vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
+            r[i * 8u + 0u] = a.x; r[i * 8u + 1u] = a.y; r[i * 8u + 2u] = b.x; r[i * 8u + 3u] = b.y;
+            r[i * 8u + 4u] = c.x; r[i * 8u + 5u] = c.y; r[i * 8u + 6u] = d.x; r[i * 8u + 7u] = d.y;
+#else
+            r[i * 4u + 0u] = uintBitsToFloat(u.x); r[i * 4u + 1u] = uintBitsToFloat(u.y);
+            r[i * 4u + 2u] = uintBitsToFloat(u.z); r[i * 4u + 3u] = uintBitsToFloat(u.w);
+#endif
+        }
+        return;
+    }
+    for (uint i = 0u; i < NVL; i++)
+        for (uint e = 0u; e < VEC; e++) r[i * VEC + e] = kv_load(cache, row + lane_dim(ln, i, e));
+}
+
+void main()
+{
+    uint hk = gl_WorkGroupID.x, c = gl_WorkGroupID.y, t = gl_WorkGroupID.z, tid = gl_LocalInvocationID.x;
+    uint p0 = p.pos.v[0u], qp = p.pos.v[t];
+    uint lo = (p.window > 0u && qp >= p.window) ? qp - p.window + 1u : 0u;
+    uint n = qp - lo + 1u;
+    uint clen = max(p.min_chunk, (n + p.n_chunks - 1u) / p.n_chunks);
+    if (c * clen >= n) return;   // past the visible keys: uniform per workgroup, before any barrier
+    uint k0 = lo + c * clen, k1 = min(k0 + clen, qp + 1u);
+
+    // cluster and lane from the subgroup layout, so that a cluster never straddles two subgroups
+    uint cl = gl_SubgroupID * (gl_SubgroupSize / LK) + gl_SubgroupInvocationID / LK;
+    uint ln = gl_SubgroupInvocationID % LK;
+
+    uint qs = p.q_stride != 0u ? p.q_stride : p.n_q_heads * D;
+    uint ks = p.kv_stride != 0u ? p.kv_stride : p.n_kv_heads * D;
+    bool vec_ok = (uint64_t(p.kc) % 16ul) == 0ul && (uint64_t(p.vc) % 16ul) == 0ul;
+
+    float qr[G * EPL], oa[G * EPL], m[G], l[G];
+    for (uint g = 0u; g < G; g++) {
+        uint qb = t * qs + (hk * G + g) * D;
+        for (uint i = 0u; i < NVL; i++)
+            for (uint e = 0u; e < VEC; e++) {
+                qr[g * EPL + i * VEC + e] = act_load(p.q, qb + lane_dim(ln, i, e));
+                oa[g * EPL + i * VEC + e] = 0.0;
+            }
+        m[g] = NEG;
+        l[g] = 0.0;
+    }
+
+    for (uint j = k0 + cl; j < k1; j += NCL) {
+        float kr[EPL], vr[EPL];
+        load_row(p.k, p.kc, j, hk, ln, p0, ks, vec_ok, kr);
+        load_row(p.v, p.vc, j, hk, ln, p0, ks, vec_ok, vr);
+        for (uint g = 0u; g < G; g++) {
+            float s = 0.0;
+            for (uint e = 0u; e < EPL; e++) s += qr[g * EPL + e] * kr[e];
+            for (uint off = LK / 2u; off > 0u; off >>= 1) s += subgroupShuffleXor(s, off);
+            s *= p.scale;
+            if (p.softcap > 0.0) s = p.softcap * safe_tanh(s / p.softcap);
+            float mn = max(m[g], s);
+            float a = exp(m[g] - mn), pe = exp(s - mn);
+            l[g] = l[g] * a + pe;
+            m[g] = mn;
+            for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] = oa[g * EPL + e] * a + pe * vr[e];
+        }
+    }
+
+    // merge the clusters: per q head, rescale each cluster's sums to the common max and add them up
+    if (ln == 0u)
+        for (uint g = 0u; g < G; g++) {
+            red_ml[(cl * G + g) * 2u] = m[g];
+            red_ml[(cl * G + g) * 2u + 1u] = l[g];
+        }
+    barrier();
+    for (uint g = 0u; g < G; g++) {
+        float M = NEG;
+        for (uint x = 0u; x < NCL; x++) M = max(M, red_ml[(x * G + g) * 2u]);
+        float f = exp(m[g] - M);
+        for (uint i = 0u; i < NVL; i++)
+            for (uint e = 0u; e < VEC; e++) red_o[cl * D + lane_dim(ln, i, e)] = oa[g * EPL + i * VEC + e] * f;
+        barrier();
+        uint slot = (t * p.n_q_heads + hk * G + g) * p.n_chunks + c;
+        for (uint d = tid; d < D; d += WG) {
+            float acc = 0.0;
+            for (uint x = 0u; x < NCL; x++) acc += red_o[x * D + d];
+            p.part_o.v[slot * D + d] = acc;
+        }
+        if (tid == 0u) {
+            float L = 0.0;
+            for (uint x = 0u; x < NCL; x++) L += red_ml[(x * G + g) * 2u + 1u] * exp(red_ml[(x * G + g) * 2u] - M);
+            p.part_ml.v[slot * 2u] = M;
+            p.part_ml.v[slot * 2u + 1u] = L;
+        }
+        barrier();   // red_o is rewritten for the next head
+    }
+}
