@@ -96,7 +96,7 @@ check.case("errors name the file and list what is valid", function()
   fails({ "recipes/gemma3.lua", "--model", write("v.yaml", "model: x\nkernel_hints:\n  q_matmul: fastest\n"), "--show-hints" },
         "v.yaml:3", "q_matmul=fastest is not valid", "valid values: fused, dequant_f16")
   fails({ "recipes/gemma3.lua", "--model", write("u.yaml", "model: x\nkernel_hints:\n  q4k_speed: 1\n"), "--show-hints" },
-        "u.yaml:3", "unknown hint 'q4k_speed'", "valid hints: act_dtype, context")
+        "u.yaml:3", "unknown hint 'q4k_speed'", "valid hints: act_dtype, attention_decode")
   fails({ "recipes/gemma3.lua", "--model", write("q.yaml", "model: x\nquantization: q2\n"), "--show-hints" },
         "q.yaml", "valid values: f32, f16, bf16")
   fails({ "recipes/gemma3.lua", "--hints", write("hb.yaml", "kv_dtype: f8\n"), "--show-hints" },

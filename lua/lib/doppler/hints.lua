@@ -19,6 +19,13 @@ M.known = {
   matmul        = { values = { "auto", "gemv", "gemm" }, default = "auto", doc = "matrix kernel for T > 1 (auto: gemm)" },
   weight_quant  = { values = { "keep", "dequant" }, default = "keep",
                     doc = "quantised weights: keep the blocks on the device (GPU kernels decode them) or dequantise at load" },
+  attention_decode  = { values = { "auto", "flash", "basic" }, default = "auto",
+                        doc = "attention for T <= 4: flash-decoding (split over key chunks + merge) or the basic kernel (auto: flash)" },
+  attention_prefill = { values = { "auto", "flash", "basic" }, default = "auto",
+                        doc = "attention for T > 4: tiled flash attention or the basic kernel (auto: flash)" },
+  attention_splits  = { kind = "int", min = 0, default = 0,
+                        doc = "flash-decoding: most key chunks per (kv head, token) (0: auto, 256 / (kv heads * T))" },
+  attention_min_chunk = { kind = "int", min = 1, default = 16, doc = "flash-decoding: fewest keys per chunk" },
   q_matmul      = { values = { "fused", "dequant_f16" }, default = "fused",
                     doc = "linears with quantised weights: decode in the matrix kernel, or an f16 copy made once per plan" },
 }

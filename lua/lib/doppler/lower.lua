@@ -196,24 +196,90 @@ end
 
 -- Attention reads this pass's k, v directly and older positions from the cache, then appends
 -- k, v: correct for any T as long as a sliding cache holds the window (see attention.comp).
+-- Kernels (same semantics): T <= 4 flash-decoding (attention_decode.comp splits the visible keys into
+-- at most n_chunks chunks of >= min_chunk keys, attention_reduce.comp merges them; the chunk count
+-- comes from pos at run time, so the dispatch does not depend on the context length); larger T the
+-- tiled flash prefill (attention_prefill.comp); `basic` (attention.comp) by hint, or where a head_dim
+-- does not suit the fast kernels (not a multiple of 8, or > 256).
+local ATTN_DECODE_MAX_T = 4
+
+-- A partial-result buffer for flash-decoding, shared by every attention node of the plan that needs
+-- that many elements (nodes run one after another, and the recorder orders them).
+local function attn_scratch(ctx, count)
+  ctx.attn_scratch = ctx.attn_scratch or {}
+  local t = ctx.attn_scratch[count]
+  if not t then
+    t = ctx.dev:tensor { dtype = "f32", shape = { count } }
+    ctx.plan.owned[#ctx.plan.owned + 1] = t
+    ctx.attn_scratch[count] = t
+  end
+  return t
+end
+
+local function subgroup_size(ctx)
+  ctx.sg = ctx.sg or ctx.dev:caps().subgroup_size
+  return ctx.sg
+end
+
 R.attention = function(ctx, n)
   local q, k, v, pos, kc, vc = table.unpack(n.inputs)
   local T, Hq, D = q.bshape[1], q.bshape[2], q.bshape[3]
   local Hkv, cap = k.bshape[2], kc.bshape[2]
-  local kvdef = (kc.etype == "f16") and { "DP_KV_F16" } or {}
+  local kv_f16 = kc.etype == "f16"
+  local kvdef = kv_f16 and { "DP_KV_F16" } or {}
   -- k and v share one stride: both contiguous, or both column slices of one fused projection
   if (k.row_stride or 0) ~= (v.row_stride or 0) then
     Graph.fail("attention at %s: k and v have different row strides (%s, %s)", n.where,
                tostring(k.row_stride or "contiguous"), tostring(v.row_stride or "contiguous"))
   end
   local kv_stride = k.row_stride or 0
-  local ka = ctx.kernel("attention/attention.comp", ctx.defines(kvdef), { WG = 128 })
-  ctx.dispatch(ka, Hq, T, 1, {
-    q = ctx.t(q), k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos), o = ctx.t(n),
-    n_tokens = T, n_q_heads = Hq, n_kv_heads = Hkv, head_dim = D, cap = cap,
-    window = n.attrs.window or 0, scale = n.attrs.scale, softcap = n.attrs.softcap or 0,
+  local window = n.attrs.window or 0
+  local push = {
+    q = ctx.t(q), k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos),
+    n_tokens = T, n_q_heads = Hq, n_kv_heads = Hkv, cap = cap,
+    window = window, scale = n.attrs.scale, softcap = n.attrs.softcap or 0,
     q_stride = q.row_stride or 0, kv_stride = kv_stride,
-  })
+  }
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local vec = kv_f16 and 8 or 4
+  local fast_ok = D % vec == 0 and D <= 256 and Hq % Hkv == 0
+  local decode = T <= ATTN_DECODE_MAX_T
+  local mode = decode and (hints.attention_decode or "auto") or (hints.attention_prefill or "auto")
+  local sg = subgroup_size(ctx)
+  if mode == "basic" or not fast_ok then
+    push.o, push.head_dim = ctx.t(n), D
+    local ka = ctx.kernel("attention/attention.comp", ctx.defines(kvdef), { WG = 128 })
+    ctx.dispatch(ka, Hq, T, 1, push)
+  elseif decode then
+    -- keys a query can see: the window, or the whole cache for global layers
+    local max_keys = (window > 0) and math.min(window, cap) or cap
+    local min_chunk = hints.attention_min_chunk or 16
+    local splits = hints.attention_splits or 0
+    if splits == 0 then splits = math.max(1, 256 // (Hkv * T)) end
+    local n_chunks = math.max(1, math.min(splits, ceil_div(max_keys, min_chunk)))
+    local lk = math.min(sg, D // vec)
+    local po = attn_scratch(ctx, T * Hq * n_chunks * D)
+    local pml = attn_scratch(ctx, T * Hq * n_chunks * 2)
+    push.part_o, push.part_ml, push.n_chunks, push.min_chunk = po, pml, n_chunks, min_chunk
+    local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(kvdef),
+                          { WG = math.max(128, lk), D = D, G = Hq // Hkv, LK = lk })
+    ctx.dispatch(kd, Hkv, n_chunks, T, push)
+    local kr = ctx.kernel("attention/attention_reduce.comp", ctx.defines(), { WG = 64 })
+    ctx.dispatch(kr, Hq, T, 1, {
+      part_o = po, part_ml = pml, pos = ctx.t(pos), o = ctx.t(n), n_q_heads = Hq, head_dim = D, window = window,
+      n_chunks = n_chunks, min_chunk = min_chunk,
+    })
+  else
+    -- rows = (token, q head) pairs of one kv head; LANES lanes per row, BR rows per workgroup; K/V tiles
+    -- of BC keys in shared memory (2 * BC * D * KV bytes <= 16 KiB)
+    local lanes = math.min(sg, math.max(1, D // 32))
+    local br = 16
+    local bc = math.min(64, (kv_f16 and 4096 or 2048) // D)
+    push.o = ctx.t(n)
+    local kp = ctx.kernel("attention/attention_prefill.comp", ctx.defines(kvdef),
+                          { WG = br * lanes, D = D, LANES = lanes, BC = bc })
+    ctx.dispatch(kp, ceil_div(T * (Hq // Hkv), br), Hkv, 1, push)
+  end
   local kk = ctx.kernel("attention/kv_append.comp", ctx.defines(kvdef), { WG = 256 })
   local gx, gy = groups_1d(T * Hkv * D, 256)
   ctx.dispatch(kk, gx, gy, 1, {
