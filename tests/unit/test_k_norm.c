@@ -30,7 +30,25 @@ typedef struct norm_case {
     uint32_t rows, n, wg;
     float    offset;
     bool     in_place;
+    uint32_t per_wg;   /* ROWS: rows per workgroup (0 = the kernel's default, 1) */
 } norm_case;
+
+/* The kernel with WG and ROWS, and its group count (ceil(rows / ROWS) folded past 65535). */
+static dp_kernel *norm_kernel(kg_ctx *c, const char *file, const char **defs, uint32_t nd, const norm_case *nc,
+                              uint32_t *gx, uint32_t *gy)
+{
+    if (!nc->per_wg) {
+        kg_groups_rows(nc->rows, gx, gy);
+        return kg_kernel(c, file, defs, nd, nc->wg);
+    }
+    dp_kconst k[2] = {{"WG", nc->wg}, {"ROWS", nc->per_wg}};
+    dp_kernel_desc kd = {.file = file, .defines = defs, .n_defines = nd, .constants = k, .n_constants = 2};
+    dp_kernel *out = NULL;
+    dp_err e = {0};
+    if (dp_kernel_get(c->dev, &kd, &out, &e) != DP_OK) fail_msg("kernel %s: %s", file, e.msg);
+    kg_groups_rows((nc->rows + nc->per_wg - 1) / nc->per_wg, gx, gy);
+    return out;
+}
 
 static void check(const char *what, const float *got, const float *ref, uint64_t n, bool f16)
 {
@@ -62,7 +80,8 @@ static void run_rmsnorm(kg_ctx *c, const norm_case *nc, bool act_f16, dp_dtype w
     const char *defs[4];
     uint32_t nd = kg_defines(defs, act_f16, wdt, false);
     dp_dispatch d;
-    dp_dispatch_init(&d, kg_kernel(c, "norm/rmsnorm.comp", defs, nd, nc->wg));
+    uint32_t gx, gy;
+    dp_dispatch_init(&d, norm_kernel(c, "norm/rmsnorm.comp", defs, nd, nc, &gx, &gy));
     dp_dispatch_tensor(&d, "x", tx);
     dp_dispatch_tensor(&d, "w", tw);
     dp_dispatch_tensor(&d, "y", ty);
@@ -70,14 +89,12 @@ static void run_rmsnorm(kg_ctx *c, const norm_case *nc, bool act_f16, dp_dtype w
     dp_dispatch_u32(&d, "n", nc->n);
     dp_dispatch_f32(&d, "eps", 1e-6f);
     dp_dispatch_f32(&d, "w_offset", nc->offset);
-    uint32_t gx, gy;
-    kg_groups_rows(nc->rows, &gx, &gy);
     kg_run(c, &d, gx, gy, 1);
     kg_download(ty, got, len);
 
     char what[160];
-    snprintf(what, sizeof what, "rmsnorm act=%s w=%s rows=%u n=%u WG=%u offset=%g%s", dp_dtype_name(adt),
-             dp_dtype_name(wdt), nc->rows, nc->n, nc->wg, (double)nc->offset, nc->in_place ? " in place" : "");
+    snprintf(what, sizeof what, "rmsnorm act=%s w=%s rows=%u n=%u WG=%u ROWS=%u offset=%g%s", dp_dtype_name(adt),
+             dp_dtype_name(wdt), nc->rows, nc->n, nc->wg, nc->per_wg ? nc->per_wg : 1, (double)nc->offset, nc->in_place ? " in place" : "");
     check(what, got, ref, len, act_f16);
     dp_gtensor_release(tx);
     dp_gtensor_release(tw);
@@ -106,7 +123,8 @@ static void run_add_rmsnorm(kg_ctx *c, const norm_case *nc, bool act_f16, dp_dty
     const char *defs[4];
     uint32_t nd = kg_defines(defs, act_f16, wdt, false);
     dp_dispatch d;
-    dp_dispatch_init(&d, kg_kernel(c, "norm/add_rmsnorm.comp", defs, nd, nc->wg));
+    uint32_t gx, gy;
+    dp_dispatch_init(&d, norm_kernel(c, "norm/add_rmsnorm.comp", defs, nd, nc, &gx, &gy));
     dp_dispatch_tensor(&d, "a", ta);
     dp_dispatch_tensor(&d, "b", tb);
     dp_dispatch_tensor(&d, "w", tw);
@@ -116,8 +134,6 @@ static void run_add_rmsnorm(kg_ctx *c, const norm_case *nc, bool act_f16, dp_dty
     dp_dispatch_u32(&d, "n", nc->n);
     dp_dispatch_f32(&d, "eps", 1e-6f);
     dp_dispatch_f32(&d, "w_offset", nc->offset);
-    uint32_t gx, gy;
-    kg_groups_rows(nc->rows, &gx, &gy);
     kg_run(c, &d, gx, gy, 1);
     kg_download(tr, gr, len);
     kg_download(ty, gy_, len);
@@ -129,8 +145,8 @@ static void run_add_rmsnorm(kg_ctx *c, const norm_case *nc, bool act_f16, dp_dty
             fail_msg("add_rmsnorm act=%s: r[%llu] = %.8g, ref %.8g", dp_dtype_name(adt), (unsigned long long)i,
                      gr[i], rr[i]);
     char what[160];
-    snprintf(what, sizeof what, "add_rmsnorm act=%s w=%s rows=%u n=%u WG=%u offset=%g%s", dp_dtype_name(adt),
-             dp_dtype_name(wdt), nc->rows, nc->n, nc->wg, (double)nc->offset, nc->in_place ? " in place" : "");
+    snprintf(what, sizeof what, "add_rmsnorm act=%s w=%s rows=%u n=%u WG=%u ROWS=%u offset=%g%s", dp_dtype_name(adt),
+             dp_dtype_name(wdt), nc->rows, nc->n, nc->wg, nc->per_wg ? nc->per_wg : 1, (double)nc->offset, nc->in_place ? " in place" : "");
     check(what, gy_, ry, len, act_f16);
     dp_gtensor_release(ta);
     dp_gtensor_release(tb);
@@ -141,12 +157,20 @@ static void run_add_rmsnorm(kg_ctx *c, const norm_case *nc, bool act_f16, dp_dty
 }
 
 static const norm_case CASES[] = {
-    {5, 1152, 256, 1.0f, false},   /* Gemma 1B hidden rows */
-    {7, 67, 64, 0.0f, false},      /* odd n, several elements per invocation skipped */
-    {12, 32, 32, 1.0f, true},      /* q-norm: q[3, 4, 32] as 12 rows of one head, in place */
-    {3, 256, 128, 1.0f, true},     /* head_dim 256 */
-    {2, 1000, 8, 0.0f, false},     /* a workgroup as small as lavapipe's subgroup */
-    {70001, 8, 8, 1.0f, false},    /* more rows than one grid dimension holds: (65535, 2) groups */
+    {5, 1152, 256, 1.0f, false, 0},   /* Gemma 1B hidden rows */
+    {7, 67, 64, 0.0f, false, 0},      /* odd n, several elements per invocation skipped */
+    {12, 32, 32, 1.0f, true, 0},      /* q-norm: q[3, 4, 32] as 12 rows of one head, in place */
+    {3, 256, 128, 1.0f, true, 0},     /* head_dim 256 */
+    {2, 1000, 8, 0.0f, false, 0},     /* a workgroup as small as lavapipe's subgroup */
+    {70001, 8, 8, 1.0f, false, 0},    /* more rows than one grid dimension holds: (65535, 2) groups */
+    /* several rows per workgroup (ROWS): lanes per row below, at and above the subgroup size, dead rows in
+    ** the last workgroup, rows longer than the register cache (8 elements per lane) */
+    {13, 256, 256, 1.0f, true, 4},    /* q-norm, head_dim 256, 64 lanes a row */
+    {9, 16, 64, 0.0f, false, 8},      /* 8 lanes a row */
+    {21, 32, 64, 1.0f, true, 16},     /* 4 lanes a row, 8 elements each */
+    {5, 1152, 256, 1.0f, false, 2},   /* hidden rows, 128 lanes a row */
+    {3, 3001, 128, 0.0f, false, 1},   /* past the register cache */
+    {70001, 8, 64, 1.0f, false, 32},  /* (2188, 1) groups of 32 rows */
 };
 
 static void test_rmsnorm(void **state)

@@ -98,13 +98,22 @@ R.embed = function(ctx, n)
   })
 end
 
+-- Norm layout (norm_rows.glsl): about 4 elements per lane (8 to 256 lanes a row), and short rows (q/k
+-- norms: a row per head) packed several to a workgroup of up to 256 invocations.
+local function norm_layout(d, rows)
+  local lanes = pow2_at_least(ceil_div(d, 4), 8, 256)
+  local per = math.min(256 // lanes, pow2_at_least(rows, 1, 256))
+  local groups = ceil_div(rows, per)
+  return lanes * per, per, math.min(groups, WG_MAX_GROUPS), ceil_div(groups, WG_MAX_GROUPS)
+end
+
 R.rmsnorm = function(ctx, n)
   local x, w = n.inputs[1], n.inputs[2]
   local d = n.bshape[#n.bshape]
   local rows = numel(n.bshape) // d
-  local wg = pow2_at_least(d, 32, 256)
-  local k = ctx.kernel("norm/rmsnorm.comp", ctx.defines { ctx.weight_define(w.etype, w.attrs.name) }, { WG = wg })
-  ctx.dispatch(k, math.min(rows, WG_MAX_GROUPS), ceil_div(rows, WG_MAX_GROUPS), 1, {
+  local wg, per, gx, gy = norm_layout(d, rows)
+  local k = ctx.kernel("norm/rmsnorm.comp", ctx.defines { ctx.weight_define(w.etype, w.attrs.name) }, { WG = wg, ROWS = per })
+  ctx.dispatch(k, gx, gy, 1, {
     x = ctx.t(x), w = ctx.t(w), y = ctx.t(n), rows = rows, n = d, eps = n.attrs.eps, w_offset = n.attrs.offset,
   })
 end
@@ -113,9 +122,9 @@ R.add_rmsnorm = function(ctx, n)
   local a, b, w, sum = n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]
   local d = n.bshape[#n.bshape]
   local rows = numel(n.bshape) // d
-  local wg = pow2_at_least(d, 32, 256)
-  local k = ctx.kernel("norm/add_rmsnorm.comp", ctx.defines { ctx.weight_define(w.etype, w.attrs.name) }, { WG = wg })
-  ctx.dispatch(k, math.min(rows, WG_MAX_GROUPS), ceil_div(rows, WG_MAX_GROUPS), 1, {
+  local wg, per, gx, gy = norm_layout(d, rows)
+  local k = ctx.kernel("norm/add_rmsnorm.comp", ctx.defines { ctx.weight_define(w.etype, w.attrs.name) }, { WG = wg, ROWS = per })
+  ctx.dispatch(k, gx, gy, 1, {
     a = ctx.t(a), b = ctx.t(b), w = ctx.t(w), r = ctx.t(sum), y = ctx.t(n),
     rows = rows, n = d, eps = n.attrs.eps, w_offset = n.attrs.offset,
   })
