@@ -175,10 +175,13 @@ function Session:plan_for(T, all_rows)
   local g = self:graph(all_rows)
   if not self.inputs or self.inputs.cap < T then
     local cap = math.max(T, self.chunk)
+    -- Per-pass inputs and the sampled id live in mapped host memory: writing them before a pass
+    -- and reading the id after it are memory copies, not submits (one submit per pass).
     self.inputs = {
       cap = cap,
-      ids = self.dev:tensor { dtype = "u32", shape = { cap } },
-      pos = self.dev:tensor { dtype = "u32", shape = { cap } },
+      ids = self.dev:tensor { dtype = "u32", shape = { cap }, host = true },
+      pos = self.dev:tensor { dtype = "u32", shape = { cap }, host = true },
+      next = self.dev:tensor { dtype = "u32", shape = { 1 }, host = true },
     }
     self.plans = {}   -- plans recorded against the old input buffers are stale
   end
@@ -191,6 +194,7 @@ function Session:plan_for(T, all_rows)
     },
     constants = function(name, values) return self:constant(name, values) end,
     arena = self.arena,
+    bound_outputs = { next = self.inputs.next },
   }
   p = plan.compile(self.dev, g, env)
   if p.arena ~= self.arena then
