@@ -90,8 +90,10 @@ function Session:io(g, all_rows)
     return { k = g:state(kname, { Hkv, cap, D }, s.kv), v = g:state(vname, { Hkv, cap, D }, s.kv) }
   end
   function io.round_to_weight_dtype(x)
+    -- a quantised table is dequantised exactly to f32 by reference implementations
     local dt = s.weight_info.embed_file_dtype
-    return doppler.round_to(dt or "f32", x)
+    if dt ~= "f16" and dt ~= "bf16" then dt = "f32" end
+    return doppler.round_to(dt, x)
   end
   function io.logits_rows(x)
     if all_rows then return x end
