@@ -180,7 +180,9 @@ static void push_tensor(lua_State *L, const dp_model_tensor *t)
 {
     lua_createtable(L, 0, 5);
     set_str(L, "name", t->name);
-    set_str(L, "dtype", t->type_name);
+    /* doppler's dtype name ("q4_k") where doppler computes with the type, so that it can be handed
+    ** back (weight dtypes, upload); GGUF's own spelling ("iq2_xxs") otherwise */
+    set_str(L, "dtype", t->dtype != DP_DTYPE_COUNT ? dp_dtype_name(t->dtype) : t->type_name);
     lua_createtable(L, t->ndim, 0);
     for (int d = 0; d < t->ndim; d++) {
         lua_pushinteger(L, (lua_Integer)t->shape[d]);
