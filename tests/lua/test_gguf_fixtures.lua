@@ -116,6 +116,63 @@ for _, f in ipairs(fixtures) do
   report[#report + 1] = ("  %-16s %s"):format(name, table.concat(measured, ", "))
 end
 
+check.case("the quantised embedding stays quantised on the device (gather_q; tied head on the same blocks)", function()
+  local session = require "doppler.session"
+  local hints = require "doppler.hints"
+  local recipes = require "doppler.recipes"
+  local m = doppler.open_model(G .. "gemma3-q/model-Q4_K_M.gguf")
+  local s = session.open(recipes.for_architectures({ "gemma3" }, "test"), m, { hints = hints.new(), context = 64 })
+  check.eq(s.weights["model.embed_tokens.weight"]:dtype(), "q6_k", "embedding dtype on the device")
+  check.eq(s.weights["model.layers.0.self_attn.q_proj.weight"]:dtype(), "q4_k", "q_proj dtype on the device")
+  m:close()
+end)
+
+check.case("a GGUF is its own tokenizer (model:tokenizer_path, doppler.tokenizer, run --prompt)", function()
+  local path = G .. "llama-q/model-Q8_0.gguf"
+  local m = doppler.open_model(path)
+  check.eq(m:tokenizer_path(), path, "tokenizer_path")
+  m:close()
+  local tok = doppler.tokenizer(path)
+  check.eq(tok:vocab_size(), 512, "vocab size")
+  check.eq(tok:decode({ 2, 4, 5, 1 }), "<bos>t4t5<eos>", "decode")
+  check.eq(check.join(tok:encode("<eos>", { bos = true })), "2,1", "encode with BOS")
+  local out = check.must_run({ "run", "--model", path, "--prompt", "<eos>", "--max-tokens", "2", "--print-ids", "--quiet" })
+  check.eq(#check.parse_ids(out:match("%[.-%]")), 2, "generated ids")
+end)
+
+-- llama.cpp stores Llama 3.1+'s rope scaling as rope_freqs.weight, the divisor of each frequency
+-- (its converter: 1 above the high-frequency wavelength, factor below the low one, a smooth ramp
+-- between); doppler.session turns it into a freq_factors table. Computed here the converter's way
+-- from llama3-tiny's parameters, it must give the llama3 table.
+check.case("rope freq_factors (a GGUF's rope_freqs.weight) = HF's llama3 scaling", function()
+  local rope = require "doppler.rope"
+  local cfg = doppler.read_config(check.fixtures .. "/models/llama3-tiny/config.json")
+  local sc = cfg.rope_scaling
+  check.eq(sc.rope_type, "llama3", "fixture scaling")
+  local base = rope.inv_freq(cfg, { theta = cfg.rope_theta })
+  local want = rope.inv_freq(cfg, { theta = cfg.rope_theta, scaling = sc })
+  local lo_wl = sc.original_max_position_embeddings / sc.low_freq_factor
+  local hi_wl = sc.original_max_position_embeddings / sc.high_freq_factor
+  local factors = {}
+  for i, f in ipairs(base) do
+    local wl = 2 * math.pi / f
+    if wl < hi_wl then factors[i] = 1
+    elseif wl > lo_wl then factors[i] = sc.factor
+    else
+      local smooth = (sc.original_max_position_embeddings / wl - sc.low_freq_factor) / (sc.high_freq_factor - sc.low_freq_factor)
+      factors[i] = 1 / ((1 - smooth) / sc.factor + smooth)
+    end
+  end
+  local got = rope.inv_freq(cfg, { theta = cfg.rope_theta, scaling = { rope_type = "freq_factors", factors = factors } })
+  check.eq(#got, #want, "frequencies")
+  local ramp = 0
+  for i = 1, #want do
+    check.near(got[i], want[i], 2e-6 * want[i], ("inv_freq[%d]"):format(i))
+    if factors[i] ~= 1 and factors[i] ~= sc.factor then ramp = ramp + 1 end
+  end
+  check.truthy(ramp > 0 and got[#got] < base[#base] / 2, "the fixture exercises the ramp and the scaled band")
+end)
+
 print("measured max abs against the references:\n" .. table.concat(report, "\n"))
 os.execute("rm -rf " .. check.quote(tmp))
 check.done()

@@ -41,6 +41,13 @@ function M.open(recipe, model, opts)
   local h = opts.hints
   local dev = opts.device or doppler.device()
   local cfg = model:config()
+  -- llama.cpp stores Llama 3.1+'s rope scaling as the divisor of each frequency it computed
+  -- (rope_freqs.weight, [rotated dims / 2]), not as config parameters.
+  if model:kind() == "gguf" and model:tensor("rope_freqs.weight") then
+    local t = dev:upload_model_tensor(model, "rope_freqs.weight", "f32")
+    cfg.rope_scaling = { rope_type = "freq_factors", factors = t:download() }
+    t:release()
+  end
   if recipe.prepare then recipe.prepare(cfg, model) end
   local act, kv = resolve_types(h)
   local s = setmetatable({

@@ -2,7 +2,8 @@
 -- Every weight the recipe lists must exist with that shape (a missing or mis-shaped tensor is
 -- named). Float weights take the device type the hints ask for; quantised GGUF types whose blocks
 -- a GPU kernel decodes (doppler.lower's quant_types) stay as they are (weight_quant=keep), others
--- are dequantised on the way (CPU reference).
+-- are dequantised on the way (CPU reference). A quantised embedding table stays quantised too: the
+-- gather kernel decodes it (embed/gather_q.comp), and a tied LM head reads the same blocks.
 --
 -- GGUF models: recipes name weights the HF way; the model file resolves those names to GGUF ones
 -- (core/formats/tensor_names.h), and shapes are reported row-major either way. A recipe entry
@@ -14,8 +15,6 @@ local lower = require "doppler.lower"
 
 local M = {}
 
--- Tables the gather kernel reads (it takes float tables only): dequantised whatever weight_quant says.
-local FLOAT_ONLY = { ["model.embed_tokens.weight"] = true }
 
 -- The device dtype of a float weight: precision=f32 -> f32; weight_dtype=X -> X; auto -> f16 for
 -- f32 files (half the bytes, as a user running in f16 expects) and as stored for f16/bf16.
@@ -23,7 +22,7 @@ local FLOAT_ONLY = { ["model.embed_tokens.weight"] = true }
 -- f32: they are small and sit inside an f32 computation. A bias (1-D, not a norm) takes its
 -- matrix's type: the matrix kernels read it with the weight type (DP_BIAS).
 local function device_dtype(file_dtype, ndim, h, is_norm, name)
-  if ndim == 2 and lower.quant_types[file_dtype] and h:get("weight_quant") == "keep" and not FLOAT_ONLY[name] then
+  if ndim == 2 and lower.quant_types[file_dtype] and h:get("weight_quant") == "keep" then
     return file_dtype
   end
   if h:get("precision") == "f32" then return "f32" end
