@@ -87,6 +87,24 @@ static int l_home(lua_State *L)
     return 1;
 }
 
+/* doppler.catch_interrupts(): Ctrl-C raises "interrupted!" in the running Lua code again. The
+** handler disarms itself after one signal (a second Ctrl-C kills, as in lua.c); a conversation
+** loop that caught the error re-arms it with this. */
+static int l_catch_interrupts(lua_State *L)
+{
+    sigint_target = L;
+    signal(SIGINT, on_sigint);
+    return 0;
+}
+
+/* doppler.isatty(fd) -> whether file descriptor fd (0, 1, 2) is a terminal: progress bars and
+** prompts are only drawn for people, not into logs and pipes. */
+static int l_isatty(lua_State *L)
+{
+    lua_pushboolean(L, isatty((int)luaL_checkinteger(L, 1)));
+    return 1;
+}
+
 static void set_package_path(dp_host *h)
 {
     lua_State *L = h->L;
@@ -108,6 +126,12 @@ static void open_doppler_module(dp_host *h, const dp_host_opts *opts)
     lua_pushlightuserdata(L, h);
     lua_pushcclosure(L, l_home, 1);
     lua_setfield(L, module, "home");
+    lua_pushcfunction(L, dp_repl_lua_readline);
+    lua_setfield(L, module, "readline");
+    lua_pushcfunction(L, l_isatty);
+    lua_setfield(L, module, "isatty");
+    lua_pushcfunction(L, l_catch_interrupts);
+    lua_setfield(L, module, "catch_interrupts");
     dp_lua_register_all(L, module);
     lua_pushlightuserdata(L, &h->validation_messages);
     lua_setfield(L, LUA_REGISTRYINDEX, "doppler.validation_sink");

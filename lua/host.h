@@ -39,4 +39,7 @@ const char *dp_host_home(const dp_host *h);
 /* The REPL (lua/repl.c): reads lines until EOF, printing values and errors. Returns 0. */
 int dp_repl_run(dp_host *h);
 
+/* doppler.readline(prompt) (lua/repl.c): one line of input with editing and history, nil at EOF. */
+int dp_repl_lua_readline(lua_State *L);
+
 #endif

@@ -128,6 +128,24 @@ static void print_results(lua_State *L)
         fprintf(stderr, "doppler: error calling 'print' (%s)\n", lua_tostring(L, -1));
 }
 
+/* doppler.readline(prompt) -> the next line of input (without its newline), or nil at end of
+** input. With a terminal and libedit: line editing, and the line joins the history. For programs
+** with a conversation loop of their own (chat). */
+int dp_repl_lua_readline(lua_State *L)
+{
+    const char *prompt = luaL_optstring(L, 1, "");
+    repl r = {.interactive = isatty(STDIN_FILENO)};
+    char *line = read_line(&r, prompt);
+    if (!line) {
+        lua_pushnil(L);
+        return 1;
+    }
+    remember(&r, line);
+    lua_pushstring(L, line);
+    free(line);
+    return 1;
+}
+
 int dp_repl_run(dp_host *h)
 {
     repl r = {.host = h, .interactive = isatty(STDIN_FILENO)};

@@ -143,7 +143,9 @@ static void run_case(kg_ctx *c, const attn_case *ac)
 
     float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *kr = malloc(nk * 4), *vr = malloc(nk * 4);
     float *out_pre = malloc(nq * 4), *out_dec = malloc(nq * 4), *ref = malloc(nq * 4), *want = malloc(nq * 4);
-    float *nanf = malloc(ncache * 4), *rkc = malloc(ncache * 4), *rvc = malloc(ncache * 4);
+    /* NaN filler for the caches and for output tensors (up to L tokens of Hq heads) */
+    uint64_t n_nan = ncache > (uint64_t)L * Hq * D ? ncache : (uint64_t)L * Hq * D;
+    float *nanf = malloc(n_nan * 4), *rkc = malloc(ncache * 4), *rvc = malloc(ncache * 4);
     float *gkc = malloc(ncache * 4), *gvc = malloc(ncache * 4);
     uint32_t *pos = malloc(L * 4);
     assert_true(q && k && v && kr && vr && out_pre && out_dec && ref && want && nanf && rkc && rvc && gkc && gvc && pos);
@@ -153,7 +155,8 @@ static void run_case(kg_ctx *c, const attn_case *ac)
     kg_round(q, adt, nq);
     kg_round(k, adt, nk);
     kg_round(v, adt, nk);
-    for (uint64_t i = 0; i < ncache; i++) nanf[i] = rkc[i] = rvc[i] = NAN;
+    for (uint64_t i = 0; i < ncache; i++) rkc[i] = rvc[i] = NAN;
+    for (uint64_t i = 0; i < n_nan; i++) nanf[i] = NAN;
     for (uint32_t t = 0; t < L; t++) pos[t] = t;
     memcpy(kr, k, nk * 4);   /* the values attention sees: rounded to the KV type */
     memcpy(vr, v, nk * 4);

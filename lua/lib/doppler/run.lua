@@ -34,6 +34,7 @@ local function options(recipe_name)
       { "--hint", "KEY=VALUE", "kernel/precision hint (see --show-hints)", repeat_ = true },
       { "--show-hints", nil, "print every hint's effective value and its source, then exit" },
       { "--quiet", nil, "no progress or speed report on stderr" },
+      { "--profile", nil, "report GPU time per kernel per token, submits, bytes read back, device memory (stderr)" },
     },
   }
 end
@@ -79,9 +80,10 @@ function M.main(recipe, argv)
   local t_load = now()
   local model = doppler.open_model(path)
   local last_pct = -1
+  local show_progress = not o.quiet and doppler.isatty(2)
   local s = session.open(recipe, model, { hints = h, progress = function(i, n)
     local pct = (100 * i) // n
-    if not o.quiet and pct ~= last_pct and (pct % 10 == 0) then
+    if show_progress and pct ~= last_pct and (pct % 10 == 0) then
       io.stderr:write(("\rloading %s: %3d%%"):format(path, pct)); last_pct = pct
       if i == n then io.stderr:write("\n") end
     end
@@ -96,8 +98,10 @@ function M.main(recipe, argv)
   end
   local smp = sampler.new(s, { temperature = o.temperature, top_k = o.top_k, top_p = o.top_p,
                                min_p = o.min_p, repeat_penalty = o.repeat_penalty, seed = o.seed })
+  -- Stop on the config's EOS ids and on the tokenizer's end-of-sequence / end-of-turn tokens.
   local stops = {}
-  for _, id in ipairs(recipe.stop_ids and recipe.stop_ids(s.cfg, tok) or s.cfg.eos_token_ids or {}) do stops[id] = true end
+  for _, id in ipairs(s.cfg.eos_token_ids or {}) do stops[id] = true end
+  if tok then for _, id in ipairs(tok:eos()) do stops[id] = true end end
 
   if o.chat then
     return require("doppler.chat").repl(recipe, s, tok, smp, stops, o)
@@ -115,6 +119,7 @@ function M.main(recipe, argv)
   end
   local detok = tok and tok:decoder()
   local generated = {}
+  local prof = o.profile and require("doppler.profile").start(s)
   local t0 = now()
   local t_first
   local decode = recipe.decode or require("doppler.generate").decode
@@ -122,7 +127,10 @@ function M.main(recipe, argv)
     max_tokens = o.max_tokens, sampler = smp, stops = stops, all_logits = logits_file ~= nil,
     on_logits = logits_file and function(rows) for _, r in ipairs(rows) do logits_file:write(r) end end,
   }, function(id)
-    if not t_first then t_first = now() end
+    if not t_first then
+      t_first = now()
+      if prof then prof:first_token() end
+    end
     generated[#generated + 1] = id
     if detok then
       io.stdout:write(detok:push(id))
@@ -130,6 +138,7 @@ function M.main(recipe, argv)
     end
   end)
   local t_end = now()
+  if prof then prof:report(io.stderr) end
   if logits_file then logits_file:close() end
   if detok then io.stdout:write("\n") end
   if o.print_ids then

@@ -5,6 +5,7 @@
 --   local id = s:decode(tok)  -- one token in, logits -> the sampler -> the next id (4 bytes read back)
 --   s:logits()                -- the last pass's logits rows (host floats), when asked for
 --   s:reset()                 -- forget the context (positions restart at 0)
+--   s.passes, s.upload_bytes, s.readback_bytes   -- counters since open (doppler.profile, benchmarks)
 --
 -- A pass is a compiled plan (doppler.plan): recorded once per shape, then replayed. The
 -- recipe's forward() is called once per graph kind (all logits rows, or the last only).
@@ -16,6 +17,10 @@ local rope = require "doppler.rope"
 
 local M = {}
 local Session = {}
+
+-- Positions a session can take back (Session:rewind) at the cost of that many extra slots per
+-- sliding-window cache.
+M.REWIND = 128
 Session.__index = Session
 
 local function resolve_types(h)
@@ -54,6 +59,7 @@ function M.open(recipe, model, opts)
     recipe = recipe, model = model, cfg = cfg, hints = h, dev = dev,
     act = act, kv = kv, context = opts.context or h:get("context"),
     chunk = h:get("prefill_chunk"), pos = 0, plans = {}, graphs = {}, constants = {},
+    passes = 0, upload_bytes = 0, readback_bytes = 0,
   }, Session)
   s.chunk = math.min(s.chunk, s.context)
   s.norm_offset = recipe.norm_offset
@@ -87,7 +93,9 @@ function Session:io(g, all_rows)
   end
   function io.kv_cache(layer, window)
     local D, Hkv = s.cfg.head_dim, s.cfg.num_key_value_heads
-    local cap = window and math.min(window, s.context) or s.context
+    -- A sliding layer keeps its window plus REWIND slots, so that the last REWIND positions can
+    -- be taken back (Session:rewind) without losing keys the window still needs.
+    local cap = window and math.min(window + M.REWIND, s.context) or s.context
     local kname, vname = ("kv%d.k"):format(layer), ("kv%d.v"):format(layer)
     if not s.states[kname] then
       s.states[kname] = s.dev:tensor { dtype = s.kv, shape = { Hkv, cap, D } }
@@ -220,7 +228,9 @@ function Session:pass(ids, first, last, all_rows)
   end
   self.inputs.ids:upload(idv)
   self.inputs.pos:upload(posv)
+  self.upload_bytes = self.upload_bytes + 8 * T
   p:run()
+  self.passes = self.passes + 1
   self.pos = self.pos + T
   self.last_plan = p
   return p
@@ -233,7 +243,11 @@ function Session:feed(ids, all_rows, on_rows)
   while i <= #ids do
     local last = math.min(#ids, i + self.chunk - 1)
     local p = self:pass(ids, i, last, all_rows)
-    if all_rows and on_rows then on_rows({ p:output("logits"):read() }) end
+    if all_rows and on_rows then
+      local rows = p:output("logits"):read()
+      self.readback_bytes = self.readback_bytes + #rows
+      on_rows({ rows })
+    end
     i = last + 1
   end
 end
@@ -243,16 +257,34 @@ function Session:last_logits()
   local t = self.last_plan:output("logits")
   local V = self.cfg.vocab_size
   local rows = t:numel() // V
+  self.readback_bytes = self.readback_bytes + 4 * V
   return t:download { offset = (rows - 1) * V * 4, count = V }
 end
 
 -- The id the last pass's argmax picked (4 bytes read back).
 function Session:next_argmax()
+  self.readback_bytes = self.readback_bytes + 4
   return self.last_plan:output("next"):download({ dtype = "u32" })[1]
 end
 
 function Session:reset()
   self.pos = 0
+end
+
+-- Forgets every position from `pos` on, keeping the cache before it: a chat turn that re-renders
+-- the last reply differently (templates trim whitespace) continues from the common prefix.
+-- Returns false (and changes nothing) when that is further back than the caches allow.
+function Session:rewind(pos)
+  if pos > self.pos or pos < 0 then error(("rewind to %d: only %d positions are held"):format(pos, self.pos), 2) end
+  if self.pos - pos > M.REWIND then return false end
+  self.pos = pos
+  return true
+end
+
+-- Forgets the recorded passes: the next pass of each shape is recorded again. For switching the
+-- GPU profiler (dev:profile), which applies to recordings made after it is switched.
+function Session:drop_plans()
+  self.plans = {}
 end
 
 function Session:stats()

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The doppler command line as a user meets it: --help everywhere, the REPL, script errors, and
+# bad input (each must give a clear message naming the cause and a non-zero exit, never a crash).
+set -u
+BIN=${DOPPLER_BIN:-build/doppler}
+FIX=${DOPPLER_FIXTURES:-tests/fixtures}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0 fail=0
+
+ok()   { pass=$((pass + 1)); echo "ok     $1"; }
+bad()  { fail=$((fail + 1)); echo "FAILED $1"; [ -f "$TMP/err" ] && sed 's/^/  | /' "$TMP/err" | head -20; }
+
+# expect NAME STATUS PATTERN -- CMD...: exit status STATUS ("nz" = any non-zero) and PATTERN in stdout+stderr
+expect() {
+  local name=$1 want=$2 pat=$3; shift 4
+  "$@" >"$TMP/out" 2>"$TMP/err" </dev/null
+  local got=$?
+  cat "$TMP/out" >>"$TMP/err"
+  if grep -q "AddressSanitizer\|runtime error:\|Segmentation\|core dumped" "$TMP/err"; then bad "$name (crash/sanitizer)"; return; fi
+  if [ "$want" = nz ] && [ $got -eq 0 ]; then bad "$name (exit 0, expected failure)"; return; fi
+  if [ "$want" != nz ] && [ $got -ne "$want" ]; then bad "$name (exit $got, expected $want)"; return; fi
+  if ! grep -qE -- "$pat" "$TMP/err"; then bad "$name (no '$pat' in output)"; return; fi
+  ok "$name"
+}
+
+expect "--help" 0 "usage: doppler" -- "$BIN" --help
+expect "--version" 0 "doppler [0-9]" -- "$BIN" --version
+for sub in devices shaders inspect tokenize synth run convert; do
+  if [ "$sub" = convert ] && [ ! -f lua/lib/doppler/cmd/convert.lua ]; then continue; fi
+  expect "$sub --help" 0 "usage" -- "$BIN" $sub --help
+done
+expect "recipe --help" 0 "--max-tokens" -- "$BIN" recipes/gemma3.lua --help
+expect "unknown subcommand" nz "unknown subcommand 'frobnicate'" -- "$BIN" frobnicate
+expect "unknown global option" nz "unknown option" -- "$BIN" --frob
+expect "missing script" nz "cannot open 'nope/x.lua'" -- "$BIN" nope/x.lua
+
+# ---- the REPL: values printed, multi-line input, errors shown without leaving --------------
+printf 'x = 6 * 7\nx\nfor i = 1, 2 do\n  print("line", i)\nend\nerror("boom")\n"still here"\n' |
+  "$BIN" >"$TMP/out" 2>"$TMP/err"
+st=$?
+if [ $st -eq 0 ] && grep -qx 42 "$TMP/out" && grep -q "line	2" "$TMP/out" && grep -q "boom" "$TMP/err" &&
+   grep -qx "still here" "$TMP/out"; then ok "REPL"; else cat "$TMP/out" >>"$TMP/err"; bad "REPL (status $st)"; fi
+
+# ---- a Lua error in a script: traceback, status 1 ---------------------------------------------
+printf 'local function f() error("recipe broke") end\nf()\n' >"$TMP/broken.lua"
+expect "Lua error -> traceback, status 1" 1 "broken.lua:1: recipe broke" -- "$BIN" "$TMP/broken.lua"
+grep -q "stack traceback" "$TMP/err" || bad "Lua error has a traceback"
+
+# ---- no Vulkan driver -------------------------------------------------------------------------
+expect "no Vulkan device" nz "mesa-vulkan-drivers" -- env VK_ICD_FILENAMES="$TMP/none.json" VK_DRIVER_FILES="$TMP/none.json" "$BIN" devices
+
+# ---- out of device memory: a clear error, nothing leaked (ASan build checks leaks) ------------
+printf 'local d = require("doppler").device()\nlocal t = d:tensor{dtype="f32", shape={1024, 1024, 1024, 64}}\n' >"$TMP/oom.lua"
+expect "out of device memory" 1 "out of device memory|exceeds|too large|heap" -- "$BIN" "$TMP/oom.lua"
+
+# ---- generation: bad input --------------------------------------------------------------------
+M="$FIX/models/gemma3-tiny"
+expect "unknown hint lists the valid ones" nz "unknown hint 'bogus'; valid hints: .*precision" -- \
+  "$BIN" recipes/gemma3.lua --model "$M" --ids 1,2 --hint bogus=1
+expect "bad hint value lists the valid ones" nz "precision=f64 is not valid; valid values: default, f32" -- \
+  "$BIN" recipes/gemma3.lua --model "$M" --ids 1,2 --hint precision=f64
+expect "unknown option" nz "unknown option '--bogus'" -- "$BIN" recipes/gemma3.lua --model "$M" --bogus
+expect "prompt longer than the context" nz "exceed the context of 4" -- \
+  "$BIN" recipes/gemma3.lua --model "$M" --ids 1,2,3,4,5,6 --hint context=4 --quiet
+expect "token id outside the vocabulary" nz "token id 999999 is outside the vocabulary" -- \
+  "$BIN" recipes/gemma3.lua --model "$M" --ids 1,999999 --quiet
+expect "--prompt without a tokenizer" nz "no tokenizer found" -- \
+  "$BIN" recipes/gemma3.lua --model "$M" --prompt "hello" --quiet
+expect "missing model path" nz "$TMP/nowhere" -- "$BIN" recipes/gemma3.lua --model "$TMP/nowhere" --ids 1
+
+# A config whose architecture no recipe handles.
+mkdir -p "$TMP/alien" && sed 's/Gemma3ForCausalLM/AlienForCausalLM/; s/gemma3_text/alien/' "$M/config.json" >"$TMP/alien/config.json"
+cp "$M/model.safetensors" "$TMP/alien/"
+if [ -f lua/lib/doppler/cmd/run.lua ]; then
+  expect "architecture no recipe handles" nz "AlienForCausalLM.*not handled by any recipe" -- "$BIN" run --model "$TMP/alien" --ids 1,2
+fi
+
+# Missing and mis-shaped weights: written from the fixture with one tensor dropped / reshaped.
+cat >"$TMP/mangle.lua" <<LUA
+local d = require "doppler"
+local src = d.open_model("$M")
+for _, mode in ipairs({"missing", "shape"}) do
+  local ts = {}
+  for _, t in ipairs(src:tensors()) do
+    local name, shape = t.name, t.shape
+    if not (mode == "missing" and name == "model.layers.2.mlp.up_proj.weight") then
+      if mode == "shape" and name == "model.layers.1.self_attn.k_proj.weight" then shape = { shape[1] * 2, shape[2] // 2 } end
+      ts[#ts + 1] = { name = name, dtype = t.dtype, shape = shape, init = { "normal", 0.02 } }
+    end
+  end
+  os.execute("mkdir -p '$TMP/" .. mode .. "' && cp '$M/config.json' '$TMP/" .. mode .. "/'")
+  d.write_safetensors("$TMP/" .. mode .. "/model.safetensors", ts, { seed = 1 })
+end
+LUA
+"$BIN" "$TMP/mangle.lua" || bad "writing mangled models"
+expect "missing weight is named" nz "missing tensor model.layers.2.mlp.up_proj.weight" -- \
+  "$BIN" recipes/gemma3.lua --model "$TMP/missing" --ids 1,2 --quiet
+expect "mis-shaped weight is named" nz "model.layers.1.self_attn.k_proj.weight has shape \[64, 32\]" -- \
+  "$BIN" recipes/gemma3.lua --model "$TMP/shape" --ids 1,2 --quiet
+
+# Truncated model file.
+mkdir -p "$TMP/trunc" && cp "$M/config.json" "$TMP/trunc/" && head -c 3000 "$M/model.safetensors" >"$TMP/trunc/model.safetensors"
+expect "truncated safetensors names the file" nz "trunc/model.safetensors" -- \
+  "$BIN" recipes/gemma3.lua --model "$TMP/trunc" --ids 1,2 --quiet
+expect "inspect of a truncated file" nz "trunc/model.safetensors" -- "$BIN" inspect "$TMP/trunc"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,198 @@
+-- The benchmark scripts (recipes/bench/*.lua) and --profile on lavapipe with the tiny fixture models and
+-- small sizes: every JSON line parses and carries the documented keys with sane values (speeds > 0,
+-- p50 <= p90, greedy decoding reads back exactly 4 bytes per token, ...), --table prints a markdown
+-- table, bad options fail with a message. Timings themselves never decide anything here.
+package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
+local check = require "lib.check"
+local doppler = require "doppler"
+local json = require "doppler.json"
+package.path = doppler.home() .. "/recipes/bench/?.lua;" .. package.path
+local bench_lib = require "bench_lib"
+
+local GEMMA = check.fixtures .. "/models/gemma3-tiny"
+local LLAMA = check.fixtures .. "/models/llama3-tiny"
+local tmp = os.tmpname()
+
+-- Each stdout line of a run, parsed (doppler.read_json reads files).
+local function json_lines(out)
+  local rows = {}
+  for line in out:gmatch("[^\n]+") do
+    local f = assert(io.open(tmp, "w"))
+    f:write(line)
+    f:close()
+    local ok, v = pcall(doppler.read_json, tmp)
+    check.truthy(ok and type(v) == "table", "not a JSON object: " .. line)
+    rows[#rows + 1] = v
+  end
+  return rows
+end
+
+local function bench(script, args)
+  local a = { "recipes/bench/" .. script .. ".lua" }
+  for _, x in ipairs(args) do a[#a + 1] = x end
+  return json_lines((check.must_run(a)))
+end
+
+local function positive(row, key)
+  check.truthy(type(row[key]) == "number" and row[key] > 0, ("%s = %s, want a number > 0"):format(key, tostring(row[key])))
+end
+
+local REQUIRED = { "model", "quant", "device", "hints", "decode_tok_s", "prefill_tok_s", "ttft_ms", "p50_ms", "p90_ms",
+                   "submits_per_token", "readback_bytes_per_token", "peak_vram_bytes", "gpu_ms_per_kernel" }
+
+local function check_row(row, model, P, N)
+  for _, k in ipairs(REQUIRED) do check.truthy(row[k] ~= nil, "key '" .. k .. "' is missing") end
+  check.eq(row.model, model, "model")
+  check.truthy(type(row.quant) == "string" and #row.quant > 0, "quant is a name")
+  check.truthy(type(row.device) == "string" and #row.device > 0, "device is a name")
+  check.truthy(type(row.hints) == "table", "hints is an object")
+  check.eq(row.prompt_tokens, P, "prompt_tokens")
+  check.eq(row.decode_tokens, N, "decode_tokens")
+  for _, k in ipairs({ "decode_tok_s", "prefill_tok_s", "ttft_ms", "p50_ms", "p90_ms", "submits_per_token",
+                       "peak_vram_bytes", "load_s" }) do positive(row, k) end
+  check.truthy(row.p50_ms <= row.p90_ms, "p50 <= p90")
+  -- The TTFT includes the prompt's passes: at least the prefill time.
+  check.truthy(row.ttft_ms >= 1000 * P / row.prefill_tok_s * 0.999, "ttft >= prefill time")
+  check.eq(row.readback_bytes_per_token, 4, "readback bytes per token (the next id only)")
+  check.truthy(row.peak_vram_bytes >= row.weights_bytes + row.kv_bytes, "peak VRAM covers weights and KV cache")
+  check.truthy(type(row.gpu_ms_per_kernel) == "table", "gpu_ms_per_kernel is an object")
+  if row.timestamps then
+    local n = 0
+    for name, ms in pairs(row.gpu_ms_per_kernel) do
+      n = n + 1
+      check.truthy(type(ms) == "number" and ms >= 0, "GPU ms of " .. name)
+    end
+    check.truthy(n >= 3, "several kernels timed, got " .. n)
+    check.truthy(row.gpu_ms_per_kernel.argmax_final ~= nil or row.gpu_ms_per_kernel.argmax ~= nil,
+                 "the greedy pass's argmax is among the kernels")
+    positive(row, "gpu_ms_per_token")
+    positive(row, "prefill_gpu_ms")
+  end
+end
+
+check.case("json.encode: sorted keys, arrays, escapes, integers, null for NaN; read back by read_json", function()
+  local v = { b = 1, a = { 1, 2.5, "x" }, c = { z = true, y = false }, e = {}, s = 'q"\\\n\1', n = 0 / 0, big = 2 ^ 40 }
+  local s = json.encode(v)
+  check.eq(s, '{"a":[1,2.5,"x"],"b":1,"big":1099511627776,"c":{"y":false,"z":true},"e":{},"n":null,' ..
+              '"s":"q\\"\\\\\\n\\u0001"}', "encoding")
+  local f = assert(io.open(tmp, "w"))
+  f:write(s)
+  f:close()
+  local back = doppler.read_json(tmp)
+  check.eq(back.s, v.s, "string round trip")
+  check.eq(back.a[2], 2.5, "number round trip")
+  check.eq(back.n, nil, "NaN became null")
+  local ok = pcall(json.encode, { f = print })
+  check.truthy(not ok, "a function cannot be encoded")
+  local t = {}
+  t.self = t
+  check.truthy(not pcall(json.encode, t), "a cycle is an error")
+end)
+
+check.case("percentile: nearest rank", function()
+  check.eq(bench_lib.percentile({ 5, 1, 4, 2, 3 }, 0.5), 3, "p50")
+  check.eq(bench_lib.percentile({ 5, 1, 4, 2, 3 }, 0.9), 5, "p90")
+  check.eq(bench_lib.percentile({ 7 }, 0.9), 7, "one value")
+  check.eq(bench_lib.percentile({}, 0.5), nil, "no value")
+end)
+
+check.case("decode.lua: one JSON line per run with every key (gemma3-tiny)", function()
+  local rows = bench("decode", { "--model", GEMMA, "--prompt-tokens", "8", "--tokens", "8", "--runs", "2",
+                                 "--profile-tokens", "2" })
+  check.eq(#rows, 2, "lines")
+  for i, r in ipairs(rows) do
+    check_row(r, GEMMA, 8, 8)
+    check.eq(r.mode, "decode", "mode")
+    check.eq(r.run, i, "run number")
+    check.eq(r.recipe, "gemma3", "recipe from the model's architecture")
+    check.eq(r.sampler, "greedy", "sampler")
+  end
+end)
+
+check.case("prefill.lua: chunked prompt, hints reported (llama3-tiny)", function()
+  local rows = bench("prefill", { "--model", LLAMA, "--prompt-tokens", "40", "--tokens", "2", "--runs", "1",
+                                  "--profile-tokens", "1", "--hint", "prefill_chunk=16" })
+  check.eq(#rows, 1, "lines")
+  local r = rows[1]
+  check_row(r, LLAMA, 40, 2)
+  check.eq(r.mode, "prefill", "mode")
+  check.eq(r.hints.prefill_chunk, 16, "the --hint is reported")
+  check.eq(r.prefill_chunk, 16, "prefill_chunk")
+  -- three passes (16 + 16 + 8), each with its run, plus the ids and positions uploads
+  check.truthy(r.prefill_submits >= 3, "prefill submits " .. tostring(r.prefill_submits))
+end)
+
+check.case("ttft.lua --table: a markdown table, one row per run; sampling keeps 4 bytes per token", function()
+  local out = check.must_run({ "recipes/bench/ttft.lua", "--model", GEMMA, "--prompt-tokens", "4", "--tokens", "3",
+                               "--runs", "2", "--no-profile", "--table", "--temperature", "2", "--seed", "5" })
+  local lines = {}
+  for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+  check.eq(#lines, 4, "header + rule + 2 rows")
+  check.truthy(lines[1]:match("^| model | quant | device | hints |") and lines[1]:match("TTFT ms"), "header: " .. lines[1])
+  check.truthy(lines[2]:match("^| %-%-%- |"), "rule: " .. lines[2])
+  local cells = 0
+  for _ in lines[1]:gmatch("|") do cells = cells + 1 end
+  for i = 3, 4 do
+    local n = 0
+    for _ in lines[i]:gmatch("|") do n = n + 1 end
+    check.eq(n, cells, "cells in row " .. (i - 2))
+    check.truthy(lines[i]:match("^| gemma3%-tiny |"), "row names the model: " .. lines[i])
+  end
+  local rows = bench("ttft", { "--model", GEMMA, "--prompt-tokens", "4", "--tokens", "3", "--runs", "1",
+                               "--no-profile", "--temperature", "2", "--seed", "5" })
+  check.eq(rows[1].readback_bytes_per_token, 4, "sampled decoding reads back the id only")
+  check.truthy(rows[1].sampler:match("temperature=2"), "sampler " .. rows[1].sampler)
+  check.eq(next(rows[1].gpu_ms_per_kernel), nil, "--no-profile: no kernel times")
+end)
+
+check.case("hints.lua: one process per setting, the setting in each line", function()
+  local rows = bench("hints", { "--model", GEMMA, "--sweep", "matmul=gemv,gemm", "--prompt-tokens", "4",
+                                "--tokens", "2", "--runs", "1", "--no-profile" })
+  check.eq(#rows, 2, "lines")
+  check.eq(rows[1].hints.matmul, "gemv", "first setting")
+  check.eq(rows[2].hints.matmul, "gemm", "second setting")
+  for _, r in ipairs(rows) do positive(r, "decode_tok_s") end
+  local ok, _, e = check.run({ "recipes/bench/hints.lua", "--model", GEMMA, "--sweep", "matmul=bogus" })
+  check.truthy(not ok and e:match("matmul=bogus is not valid"), "a bad sweep value fails first: " .. e)
+end)
+
+check.case("copy_bandwidth.lua: checked copies, GB/s from timestamps and the wall clock", function()
+  local rows = bench("copy_bandwidth", { "--bytes", "100003", "--iters", "2", "--groups", "1,auto", "--per-submit", "2" })
+  check.eq(#rows, 2, "one line per --groups value")
+  check.eq(rows[1].groups, 1, "groups")
+  check.eq(rows[2].groups, (100003 + 4095) // 4096, "auto: never more groups than needed")
+  for _, r in ipairs(rows) do
+    check.eq(r.bytes, 100003, "bytes")
+    positive(r, "wall_gb_s")
+    positive(r, "wall_ms_per_copy")
+    if r.timestamps then
+      positive(r, "gpu_gb_s")
+      check.eq(r.gpu_copies_timed, 4, "iters x per-submit copies timed")
+      check.near(r.gpu_gb_s, 2 * 100003 / (r.gpu_ms_per_copy * 1e-3) / 1e9, 1e-3 * r.gpu_gb_s, "GB/s counts read + write")
+    end
+  end
+  local out = check.must_run({ "recipes/bench/copy_bandwidth.lua", "--bytes", "33", "--iters", "1", "--table" })
+  check.truthy(out:match("^| device | bytes | groups |") and out:match("\n| [^\n]* | 33 | 1 | 256 | 4 |"), "table:\n" .. out)
+end)
+
+check.case("--profile: GPU time per kernel per token, submits, readback, device memory", function()
+  local out, err = check.must_run({ "recipes/gemma3.lua", "--model", GEMMA, "--ids", "2,10,20,30", "--max-tokens", "5",
+                                    "--print-ids", "--quiet", "--profile" })
+  check.eq(#check.parse_ids(out), 5, "generation is unchanged")
+  check.truthy(err:match("prompt: 4 tokens"), "prompt line:\n" .. err)
+  check.truthy(err:match("decode: 4 steps") and err:match("1?%d%.%d%d submits, 4%.0 bytes read back"), "decode line:\n" .. err)
+  check.truthy(err:match("gemv%s+%d+%.%d+ ms/tok"), "kernel times per token:\n" .. err)
+  check.truthy(err:match("device memory: peak %d+%.%d MB"), "memory line:\n" .. err)
+end)
+
+check.case("bad options fail with a message", function()
+  local ok, _, e = check.run({ "recipes/bench/decode.lua" })
+  check.truthy(not ok and e:match("%-%-model PATH is required"), "no --model: " .. e)
+  ok, _, e = check.run({ "recipes/bench/decode.lua", "--model", GEMMA, "--tokens", "5000" })
+  check.truthy(not ok and e:match("exceed the context"), "too long: " .. e)
+  ok, _, e = check.run({ "recipes/bench/copy_bandwidth.lua", "--groups", "0" })
+  check.truthy(not ok and e:match("not a workgroup count"), "bad groups: " .. e)
+end)
+
+os.remove(tmp)
+check.done()

@@ -1,0 +1,125 @@
+-- The first kernels (elementwise add/mul/scale, casts, sum and max reductions, copy), driven from
+-- Lua alone through the doppler module and checked against a CPU computation in Lua.
+-- This is the "write and test a compute kernel from Lua" path; C tests cover the same kernels
+-- (tests/unit/test_gpu_kernels.c) in more depth.
+package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
+local check = require "lib.check"
+local doppler = require "doppler"
+
+local dev = doppler.device()
+local rng_state = 12345
+local function rand()   -- deterministic, uniform in [-1, 1)
+  rng_state = (rng_state * 1103515245 + 12345) % 2147483648
+  return rng_state / 1073741824 - 1
+end
+local function randoms(n) local t = {} for i = 1, n do t[i] = rand() end return t end
+local function f32(x) return string.unpack("<f", string.pack("<f", x)) end
+
+local function tensor(values, dtype)
+  local t = dev:tensor { dtype = dtype or "f32", shape = { #values } }
+  t:upload(values)
+  return t
+end
+
+local function run(kernel, groups, push)
+  local rec = dev:recorder()
+  rec:dispatch(kernel, groups, push)
+  rec:run()
+end
+
+for _, n in ipairs({ 1, 255, 1000, 4099 }) do
+  check.case(("add, mul, scale: n = %d, exact in f32"):format(n), function()
+    local a, b = randoms(n), randoms(n)
+    local ta, tb, ty = tensor(a), tensor(b), dev:tensor { dtype = "f32", shape = { n } }
+    local groups = { (n + 255) // 256 }
+    run(dev:kernel { file = "elementwise/add.comp" }, groups, { a = ta, b = tb, y = ty, n = n })
+    local y = ty:download()
+    for i = 1, n do check.eq(y[i], f32(f32(a[i]) + f32(b[i])), "add[" .. i .. "]") end
+    run(dev:kernel { file = "elementwise/mul.comp" }, groups, { a = ta, b = tb, y = ty, n = n })
+    y = ty:download()
+    for i = 1, n do check.eq(y[i], f32(f32(a[i]) * f32(b[i])), "mul[" .. i .. "]") end
+    run(dev:kernel { file = "elementwise/scale.comp", constants = { WG = 64 } }, { (n + 63) // 64 },
+        { x = ta, y = ty, n = n, s = 0.5 })
+    y = ty:download()
+    for i = 1, n do check.eq(y[i], f32(a[i]) * 0.5, "scale[" .. i .. "]") end
+  end)
+end
+
+check.case("casts f32 -> f16 -> bf16 -> f32 match the host rounding (doppler.round_to)", function()
+  local n = 777
+  local x = randoms(n)
+  for i = 1, n do x[i] = x[i] * 1000 end
+  local t32 = tensor(x)
+  local t16 = dev:tensor { dtype = "f16", shape = { n } }
+  local tb = dev:tensor { dtype = "bf16", shape = { n } }
+  local back = dev:tensor { dtype = "f32", shape = { n } }
+  local g = { (n + 255) // 256 }
+  run(dev:kernel { file = "elementwise/cast.comp", defines = { "DP_SRC_F32", "DP_DST_F16" } }, g, { x = t32, y = t16, n = n })
+  run(dev:kernel { file = "elementwise/cast.comp", defines = { "DP_SRC_F16", "DP_DST_BF16" } }, g, { x = t16, y = tb, n = n })
+  run(dev:kernel { file = "elementwise/cast.comp", defines = { "DP_SRC_BF16", "DP_DST_F32" } }, g, { x = tb, y = back, n = n })
+  local y = back:download()
+  for i = 1, n do
+    check.eq(y[i], doppler.round_to("bf16", doppler.round_to("f16", x[i])), "cast chain [" .. i .. "]")
+  end
+end)
+
+check.case("sum and max reductions (two stages)", function()
+  local n = 100003
+  local x = randoms(n)
+  local tx = tensor(x)
+  local G = 64
+  local part = dev:tensor { dtype = "f32", shape = { G } }
+  local out = dev:tensor { dtype = "f32", shape = { 1 } }
+  local want_sum, want_max = 0, -math.huge
+  for i = 1, n do
+    local v = f32(x[i])
+    want_sum = want_sum + v
+    if v > want_max then want_max = v end
+  end
+  for _, op in ipairs({ "sum", "max" }) do
+    local k = dev:kernel { file = "reduce/" .. op .. ".comp" }
+    local rec = dev:recorder()
+    rec:dispatch(k, { G }, { x = tx, y = part, n = n })
+    rec:dispatch(k, { 1 }, { x = part, y = out, n = G })   -- the recorder orders the two stages
+    rec:run()
+    local got = out:download()[1]
+    if op == "sum" then
+      -- f32 accumulation of 1e5 values in [-1, 1): a few ulps of the running sums
+      check.near(got, want_sum, 1e-2, "sum")
+    else
+      check.eq(got, want_max, "max")
+    end
+  end
+end)
+
+check.case("copy kernel moves bytes exactly, including an unaligned tail", function()
+  local n = 70001
+  local src = dev:tensor { dtype = "u8", shape = { n } }
+  local bytes = {}
+  for i = 1, n do bytes[i] = string.char((i * 7 + 3) % 256) end
+  local data = table.concat(bytes)
+  src:upload(data)
+  local dst = dev:tensor { dtype = "u8", shape = { n } }
+  run(dev:kernel { file = "copy/copy.comp" }, { 16 }, { src = src, dst = dst, bytes = n })
+  check.eq(dst:read(), data, "copied bytes")
+end)
+
+check.case("replaying a recording reuses it: scale twice doubles twice", function()
+  local t = tensor({ 1, 2, 3 })
+  local rec = dev:recorder()
+  rec:dispatch(dev:kernel { file = "elementwise/scale.comp" }, { 1 }, { x = t, y = t, n = 3, s = 2 })
+  rec:run()
+  rec:run()
+  local y = t:download()
+  check.eq(y[3], 12.0, "after two runs")
+  check.eq(rec:stats().dispatches, 1, "recorded dispatches")
+end)
+
+check.case("errors: unknown push member, bad kernel source name the problem", function()
+  local ok, err = pcall(run, dev:kernel { file = "elementwise/add.comp" }, { 1 }, { a = tensor({ 1 }), b = tensor({ 1 }), y = tensor({ 1 }), n = 1, bogus = 1 })
+  check.truthy(not ok and tostring(err):find("bogus"), "unknown member named: " .. tostring(err))
+  ok, err = pcall(function() return dev:kernel { source = "#version 460\nvoid main() { undefined_call(); }\n", name = "bad" } end)
+  check.truthy(not ok and tostring(err):find(":2"), "compile error has a line: " .. tostring(err))
+end)
+
+check.done()
