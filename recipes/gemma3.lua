@@ -14,7 +14,7 @@ local R = {
   -- Made by the README's set-up command: Gemma 3 270M shapes, seeded random weights (noise by design).
   default_model = "models/synthetic/gemma-3-270m",
   -- A checkpoint converted by llama.cpp stores norms with the +1 already added.
-  norm_offset = function(model) return model:kind() == "gguf" and 0 or 1 end,
+  norm_offset = function(model) return model.kind == "gguf" and 0 or 1 end,
 }
 
 -- Every weight and its shape, from the config. `doppler synth` makes a model from this list,

@@ -63,7 +63,8 @@ function M.open(recipe, model, opts)
   }, Session)
   s.chunk = math.min(s.chunk, s.context)
   s.norm_offset = recipe.norm_offset
-  if type(s.norm_offset) == "function" then s.norm_offset = s.norm_offset(model) end
+  -- the recipe sees { kind = "gguf" | "safetensors", model = the dp.model } (doppler synth passes a kind only)
+  if type(s.norm_offset) == "function" then s.norm_offset = s.norm_offset({ kind = model:kind(), model = model }) end
   s.norm_offset = s.norm_offset or 0
 
   local t0 = os.clock()
