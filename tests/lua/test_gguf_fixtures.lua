@@ -173,6 +173,52 @@ check.case("rope freq_factors (a GGUF's rope_freqs.weight) = HF's llama3 scaling
   check.truthy(ramp > 0 and got[#got] < base[#base] / 2, "the fixture exercises the ramp and the scaled band")
 end)
 
+-- gather_q.comp on every quantised type these files hold: the rows it gathers (scaled, f32 activations)
+-- equal the CPU's exact dequantisation (core/quant.c, on upload to f32) times the scale, bit for bit.
+check.case("quantised embedding gather = CPU dequantisation, every type", function()
+  local Graph = require "doppler.graph"
+  local plan = require "doppler.plan"
+  local hints = require "doppler.hints"
+  local dev = doppler.device()
+  local seen = {}
+  for _, f in ipairs(fixtures) do
+    local m = doppler.open_model(G .. f[1] .. "/model-" .. f[2] .. ".gguf")
+    for _, t in ipairs(m:tensors()) do
+      if #t.shape == 2 and t.dtype:match("^q") and not seen[t.dtype] then
+        seen[t.dtype] = true
+        local rows, C = t.shape[1], t.shape[2]
+        local q = dev:upload_model_tensor(m, t.name, t.dtype)
+        local ref = dev:upload_model_tensor(m, t.name, "f32"):download()
+        local ids = { 0, rows - 1, 7, 7, rows // 2, 3 }
+        local T = #ids
+        local g = Graph.new { name = "gather_q" }
+        local idn = g:input("ids", { "T" }, "u32")
+        g:output("y", g:embed(idn, g:weight { name = "tab", shape = { rows, C }, dtype = t.dtype }, { scale = 1.5 }))
+        local it = dev:tensor { dtype = "u32", shape = { T } }
+        it:upload(ids)
+        local p = plan.compile(dev, g, { T = T, act = "f32", kv = "f32", hints = hints.new(), weights = { tab = q },
+                                         inputs = { ids = it }, states = {}, constants = function() end })
+        p:run()
+        local y = p:output("y"):download()
+        check.eq(#y, T * C, t.dtype .. " output size")
+        for r, id in ipairs(ids) do
+          for c = 1, C do
+            local want = doppler.round_to("f32", ref[id * C + c] * 1.5)
+            if y[(r - 1) * C + c] ~= want then
+              error(("%s %s: row %d col %d: %.9g, CPU %.9g"):format(t.dtype, t.name, id, c - 1, y[(r - 1) * C + c], want))
+            end
+          end
+        end
+      end
+    end
+    m:close()
+  end
+  local types = {}
+  for k in pairs(seen) do types[#types + 1] = k end
+  table.sort(types)
+  check.eq(table.concat(types, " "), "q4_0 q4_k q5_0 q5_k q6_k q8_0", "types covered")
+end)
+
 print("measured max abs against the references:\n" .. table.concat(report, "\n"))
 os.execute("rm -rf " .. check.quote(tmp))
 check.done()
