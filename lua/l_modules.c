@@ -11,4 +11,6 @@ void dp_lua_register_all(lua_State *L, int module)
     dp_lua_register_tokenizer(L, module);
     dp_lua_register_write(L, module);
     dp_lua_register_math(L, module);
+    dp_lua_register_convert(L, module);
+    dp_lua_register_manifest(L, module);
 }

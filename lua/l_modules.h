@@ -24,5 +24,7 @@ void dp_lua_register_write(lua_State *L, int module);      /* lua/l_write.c: wri
 void dp_lua_register_math(lua_State *L, int module);       /* lua/l_math.c: round_to, rope_inv_freq, sample_cpu */
 void dp_lua_register_upload(lua_State *L, int module);     /* lua/l_upload.c: dev:upload_model_tensor (after gpu and model) */
 void dp_lua_register_tokenizer(lua_State *L, int module);  /* lua/l_tokenizer.c: encode, decode, chat templates */
+void dp_lua_register_convert(lua_State *L, int module);    /* lua/l_convert.c: gguf_write (doppler convert), quantize */
+void dp_lua_register_manifest(lua_State *L, int module);   /* lua/l_manifest.c: read_manifest, read_hints_file */
 
 #endif

@@ -122,4 +122,11 @@ dp_status dp_gguf_writer_add_tensor(dp_gguf_writer *w, const char *name, uint32_
 dp_status dp_gguf_writer_write_file(dp_gguf_writer *w, const char *path, dp_err *err);
 dp_status dp_gguf_writer_write_mem(dp_gguf_writer *w, void **buf, size_t *size, dp_err *err);  /* free(*buf) */
 
+/* Streaming: tensors added with data == NULL are produced at write time, one at a time in file
+** order, by fill(user, index, dst, bytes) (index = the order added), so that a converter holds one
+** tensor in memory rather than the whole model. Tensors with data are copied as usual. */
+typedef dp_status (*dp_gguf_fill_fn)(void *user, size_t index, void *dst, uint64_t bytes, dp_err *err);
+dp_status dp_gguf_writer_write_file_fill(dp_gguf_writer *w, const char *path, dp_gguf_fill_fn fill, void *user,
+                                         dp_err *err);
+
 #endif

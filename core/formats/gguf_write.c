@@ -283,7 +283,8 @@ static void put_value(FILE *f, const dp_gguf_value *v)
 
 static uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-static dp_status write_stream(dp_gguf_writer *w, FILE *f, const char *path, dp_err *err)
+static dp_status write_stream(dp_gguf_writer *w, FILE *f, const char *path, dp_gguf_fill_fn fill, void *user,
+                              dp_err *err)
 {
     uint32_t align = DP_GGUF_DEFAULT_ALIGNMENT;
     for (size_t i = 0; i < w->n_kv; i++)
@@ -312,20 +313,36 @@ static dp_status write_stream(dp_gguf_writer *w, FILE *f, const char *path, dp_e
     put_zeros(f, pad_to((uint64_t)pos, align) - (uint64_t)pos);
     for (size_t i = 0; i < w->n_tensors; i++) {
         const wtensor *t = &w->tensors[i];
-        put(f, t->data, (size_t)t->bytes);
+        if (t->data) {
+            put(f, t->data, (size_t)t->bytes);
+        } else {
+            if (!fill) return DP_FAIL(err, DP_EINVAL, "%s: tensor %s has no data", path, t->name);
+            void *buf = malloc(t->bytes ? (size_t)t->bytes : 1);
+            if (!buf) return DP_FAIL(err, DP_ENOMEM, "%s: tensor %s: out of host memory", path, t->name);
+            dp_status st = fill(user, i, buf, t->bytes, err);
+            if (st == DP_OK) put(f, buf, (size_t)t->bytes);
+            free(buf);
+            if (st != DP_OK) return st;
+        }
         put_zeros(f, pad_to(t->bytes, align) - t->bytes);
     }
     if (ferror(f)) return DP_FAIL(err, DP_EIO, "%s: write error", path);
     return DP_OK;
 }
 
-dp_status dp_gguf_writer_write_file(dp_gguf_writer *w, const char *path, dp_err *err)
+dp_status dp_gguf_writer_write_file_fill(dp_gguf_writer *w, const char *path, dp_gguf_fill_fn fill, void *user,
+                                         dp_err *err)
 {
     FILE *f = fopen(path, "wb");
     if (!f) return DP_FAIL(err, DP_EIO, "%s: %s", path, strerror(errno));
-    dp_status st = write_stream(w, f, path, err);
+    dp_status st = write_stream(w, f, path, fill, user, err);
     if (fclose(f) != 0 && st == DP_OK) st = DP_FAIL(err, DP_EIO, "%s: %s", path, strerror(errno));
     return st;
+}
+
+dp_status dp_gguf_writer_write_file(dp_gguf_writer *w, const char *path, dp_err *err)
+{
+    return dp_gguf_writer_write_file_fill(w, path, NULL, NULL, err);
 }
 
 dp_status dp_gguf_writer_write_mem(dp_gguf_writer *w, void **buf, size_t *size, dp_err *err)
@@ -336,7 +353,7 @@ dp_status dp_gguf_writer_write_mem(dp_gguf_writer *w, void **buf, size_t *size, 
     *size = 0;
     FILE *f = open_memstream(&b, &n);
     if (!f) return DP_FAIL(err, DP_ENOMEM, "gguf writer: out of host memory");
-    dp_status st = write_stream(w, f, "<memory>", err);
+    dp_status st = write_stream(w, f, "<memory>", NULL, NULL, err);
     fclose(f);
     if (st != DP_OK) {
         free(b);

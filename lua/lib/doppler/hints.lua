@@ -62,6 +62,15 @@ function M:apply(tbl, source)
   for k, v in pairs(tbl or {}) do self:set(k, v, source) end
 end
 
+-- Applies {key, value, line} pairs read from a YAML file (a manifest's kernel_hints, a --hints FILE);
+-- an error names file:line.
+function M:apply_pairs(list, source, file)
+  for _, p in ipairs(list or {}) do
+    local ok, err = pcall(self.set, self, p[1], p[2], source)
+    if not ok then error(("%s:%d: %s"):format(file or source, p[3] or 0, tostring(err)), 0) end
+  end
+end
+
 -- Applies "KEY=VALUE" strings (the --hint option).
 function M:apply_args(list)
   for _, kv in ipairs(list or {}) do

@@ -17,7 +17,7 @@ local function options(recipe_name)
             "*.safetensors, tokenizer.json) or a GGUF file. Without --model, the synthetic default model\n" ..
             "made by the README's set-up command is used: random weights, so its text is noise by design.",
     options = {
-      { "--model", "PATH", "model directory or GGUF file" },
+      { "--model", "PATH", "model directory, GGUF file or manifest (models/NAME.yaml)" },
       { "--prompt", "TEXT", "prompt text (needs a tokenizer)" },
       { "--ids", "LIST", "prompt as comma-separated token ids (no tokenizer needed)" },
       { "--max-tokens", "N", "tokens to generate", type = "int", default = 128, min = 0 },
@@ -31,6 +31,7 @@ local function options(recipe_name)
       { "--system", "TEXT", "system prompt (chat templates that have one)" },
       { "--print-ids", nil, "print the generated ids as one JSON array" },
       { "--logits-out", "FILE", "write f32 logits [T, V] for every position of prompt + generated ids" },
+      { "--hints", "FILE", "a YAML mapping of hints (applied after the manifest's, before --hint)" },
       { "--hint", "KEY=VALUE", "kernel/precision hint (see --show-hints)", repeat_ = true },
       { "--show-hints", nil, "print every hint's effective value and its source, then exit" },
       { "--quiet", nil, "no progress or speed report on stderr" },
@@ -64,17 +65,70 @@ end
 
 local function now() return doppler.clock() end
 
+-- ---- manifests (models/NAME.yaml) and hint files ----
+
+local function file_exists(p)
+  local f = io.open(p)
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- Reads a manifest; .model_path is its model resolved against the manifest's directory, then
+-- doppler's home (the repository). The path is kept as written when neither exists (the error then
+-- comes from opening it, naming the manifest).
+function M.read_manifest(path)
+  local m = doppler.read_manifest(path)
+  m.name = m.name or path:match("([^/]+)%.ya?ml$")
+  local p = m.model
+  if p:sub(1, 1) ~= "/" then
+    local dir = path:match("^(.*)/[^/]*$") or "."
+    local candidates = { dir .. "/" .. p, doppler.home() .. "/" .. p }
+    p = candidates[1]
+    for _, c in ipairs(candidates) do
+      if file_exists(c) or file_exists(c .. "/config.json") then p = c; break end
+    end
+  end
+  m.model_path = p
+  return m
+end
+
+local function is_manifest(path) return path and (path:match("%.ya?ml$") ~= nil) end
+M.is_manifest = is_manifest
+
+-- --model may name a manifest: its recipe must be the one running, its kernel_hints apply (source
+-- "manifest NAME"), its model is what opens. --hints FILE applies next. Precedence, lowest first:
+-- recipe < manifest < --hints FILE < --hint KEY=VALUE (the caller applies --hint after this).
+-- Returns the model path (nil when none was given).
+local function resolve_model(o, h, recipe)
+  local path = o.model
+  if is_manifest(path) then
+    local m = M.read_manifest(path)
+    if m.recipe and m.recipe ~= recipe.name and recipe.name ~= "run" then
+      error(("%s: the manifest is for the %s recipe, not %s"):format(path, m.recipe, recipe.name), 0)
+    end
+    h:apply_pairs(m.kernel_hints, "manifest " .. m.name, path)
+    path = m.model_path
+    if not o.show_hints and not file_exists(path) and not file_exists(path .. "/config.json") then
+      error(("%s: model %s does not exist (%s); the manifest's comments say how to make it"):format(
+        o.model, m.model, path), 0)
+    end
+  end
+  if o.hints then h:apply_pairs(doppler.read_hints_file(o.hints), "--hints " .. o.hints, o.hints) end
+  return path
+end
+
 function M.main(recipe, argv)
   local o = cli.parse(argv, options(recipe.path or recipe.name))
   local h = hints.new()
   h:apply(recipe.hints, "recipe " .. recipe.name)
+  local path = resolve_model(o, h, recipe)
   h:apply_args(o.hint)
   if o.show_hints then
     print(h:describe())
     return 0
   end
   if o.prompt and o.ids then error("--prompt and --ids exclude each other", 0) end
-  local path = o.model or default_model(recipe)
+  path = path or default_model(recipe)
   local log = o.quiet and function() end or function(...) io.stderr:write(string.format(...)) end
 
   local t_load = now()

@@ -30,7 +30,18 @@ end
 local function main(argv)
   local path = model_arg(argv)
   local recipe
-  if path then
+  local run = require "doppler.run"
+  if run.is_manifest(path) then
+    -- a manifest names its recipe (else the recipe comes from its model's metadata)
+    local m = run.read_manifest(path)
+    if m.recipe then
+      local rpath = doppler.home() .. "/recipes/" .. m.recipe .. ".lua"
+      local f = io.open(rpath)
+      if not f then error(("%s: recipe '%s' does not exist (%s)"):format(path, m.recipe, rpath), 0) end
+      f:close()
+      recipe = recipes.load(rpath)
+    else recipe = recipe_for(m.model_path) end
+  elseif path then
     recipe = recipe_for(path)
   else
     for _, a in ipairs(argv) do
