@@ -2,13 +2,19 @@
 -- Every weight the recipe lists must exist with that shape (a missing or mis-shaped tensor is
 -- named). Float weights take the device type the hints ask for; quantised GGUF types whose blocks
 -- a GPU kernel decodes (doppler.lower's quant_types) stay as they are (weight_quant=keep), others
--- are dequantised on the way (CPU reference).
+-- are dequantised on the way (CPU reference). A quantised embedding table stays quantised too: the
+-- gather kernel decodes it (embed/gather_q.comp), and a tied LM head reads the same blocks.
+--
+-- GGUF models: recipes name weights the HF way; the model file resolves those names to GGUF ones
+-- (core/formats/tensor_names.h), and shapes are reported row-major either way. A recipe entry
+-- marked gguf_rope_heads = H is a q/k projection that llama.cpp's converter stores with its rows
+-- in interleaved RoPE pair order (Llama and Mistral); for a GGUF those rows are put back in HF's
+-- half-split order on upload (dev:upload_model_tensor's deinterleave_heads), so the recipe and
+-- the RoPE kernel are the same for both file kinds.
 local lower = require "doppler.lower"
 
 local M = {}
 
--- Tables the gather kernel reads (it takes float tables only): dequantised whatever weight_quant says.
-local FLOAT_ONLY = { ["model.embed_tokens.weight"] = true }
 
 -- The device dtype of a float weight: precision=f32 -> f32; weight_dtype=X -> X; auto -> f16 for
 -- f32 files (half the bytes, as a user running in f16 expects) and as stored for f16/bf16.
@@ -16,7 +22,7 @@ local FLOAT_ONLY = { ["model.embed_tokens.weight"] = true }
 -- f32: they are small and sit inside an f32 computation. A bias (1-D, not a norm) takes its
 -- matrix's type: the matrix kernels read it with the weight type (DP_BIAS).
 local function device_dtype(file_dtype, ndim, h, is_norm, name)
-  if ndim == 2 and lower.quant_types[file_dtype] and h:get("weight_quant") == "keep" and not FLOAT_ONLY[name] then
+  if ndim == 2 and lower.quant_types[file_dtype] and h:get("weight_quant") == "keep" then
     return file_dtype
   end
   if h:get("precision") == "f32" then return "f32" end
@@ -31,6 +37,11 @@ local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
 
 function M.load(dev, recipe, model, cfg, h, progress)
   local expected = recipe.weights(cfg)
+  local gguf = model:kind() == "gguf"
+  local function upload(e, dt)
+    local opts = gguf and e.gguf_rope_heads and { deinterleave_heads = e.gguf_rope_heads } or nil
+    return dev:upload_model_tensor(model, e[1], dt, opts)
+  end
   local out, info = {}, { bytes = 0, count = 0 }
   local problems = {}
   for _, e in ipairs(expected) do
@@ -61,7 +72,7 @@ function M.load(dev, recipe, model, cfg, h, progress)
     local dt = device_dtype(t.dtype, #t.shape, h, e.norm or (#t.shape == 1 and not marks_norms), name)
     if e.stack then
       local st = stacks[e.stack[1]]
-      st.parts[e.stack[2]] = dev:upload_model_tensor(model, name, dt)
+      st.parts[e.stack[2]] = upload(e, dt)
       st.have = st.have + 1
       if st.have == st.count then
         out[st.name] = M.stack(dev, st)
@@ -69,7 +80,7 @@ function M.load(dev, recipe, model, cfg, h, progress)
         info.count = info.count + 1
       end
     else
-      out[name] = dev:upload_model_tensor(model, name, dt)
+      out[name] = upload(e, dt)
       info.bytes = info.bytes + out[name]:nbytes()
       info.count = info.count + 1
     end
