@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/device/h100-bench.sh: the H100 measurements of docs/BENCHMARKS.md, run on the lent GPU machine
 # from a checkout carrying build-h100/ (cmake -DDOPPLER_STATIC_DEPS=ON -DCMAKE_BUILD_TYPE=Release) and .gl/
-# (the Vulkan loader debs). Results go to $OUT (JSON lines). Stages: STAGES="f16 llama quant" by default.
+# (the Vulkan loader debs). Results go to $OUT (JSON lines). Stages: STAGES="f16 llama quant" by default;
+# also attn (f16 with the basic attention kernels, for comparison) and q4km (Q4_K_M, fused path only).
 set -u
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 I=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f $I ] && export VK_DRIVER_FILES=$I
@@ -38,6 +39,9 @@ for s in $STAGES; do
         [ -f /tmp/g1b-$q.gguf ] || (time timeout 300 $B convert $G --quant $q --out /tmp/g1b-$q.gguf --no-manifest --quiet) 2>>"$OUT/convert.txt"
         for path in fused dequant_f16; do bench gemma1b-$q-$path /tmp/g1b-$q.gguf --hint q_matmul=$path; done
       done ;;
+    attn) bench gemma1b-f16-attn-basic $G --hint attention_decode=basic --hint attention_prefill=basic ;;
+    q4km) [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+          bench gemma1b-q4_k_m-fused /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused ;;
     *) bench "$s" $G ;;
   esac
 done
