@@ -1,8 +1,9 @@
 -- doppler.weights: a model's tensors onto the device, checked against what the recipe expects.
 -- Every weight the recipe lists must exist with that shape (a missing or mis-shaped tensor is
 -- named). Float weights take the device type the hints ask for; quantised GGUF types whose blocks
--- a GPU kernel decodes (doppler.lower's quant_types) stay as they are (weight_quant=keep), others
--- are dequantised on the way (CPU reference).
+-- a GPU kernel decodes (doppler.lower's quant_types) stay as they are (weight_quant=keep), repacked into
+-- the layout q_layout / q4k_layout name (recorded with doppler.lower.set_layout); others are
+-- dequantised on the way (CPU reference).
 local lower = require "doppler.lower"
 
 local M = {}
@@ -25,6 +26,15 @@ local function device_dtype(file_dtype, ndim, h, is_norm, name)
   if want ~= "auto" then return want end
   if file_dtype == "f16" or file_dtype == "bf16" then return file_dtype end
   return "f16"
+end
+
+-- The layout a quantised matrix kept as blocks is stored in (docs/QUANTIZATION.md "Weight layouts"):
+-- q4k_layout for Q4_K unless auto, else q_layout. Anything else (float, 1-D, stacked parts, which the expert
+-- kernels read row_wise) stays row_wise.
+function M.layout_for(dtype, ndim, h)
+  if ndim ~= 2 or not lower.quant_types[dtype] then return "row_wise" end
+  if dtype == "q4_k" and h:get("q4k_layout") ~= "auto" then return h:get("q4k_layout") end
+  return h:get("q_layout")
 end
 
 local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
@@ -69,7 +79,17 @@ function M.load(dev, recipe, model, cfg, h, progress)
         info.count = info.count + 1
       end
     else
-      out[name] = dev:upload_model_tensor(model, name, dt)
+      local layout = M.layout_for(dt, #t.shape, h)
+      if layout == "row_wise" then
+        out[name] = dev:upload_model_tensor(model, name, dt)
+      else
+        local from
+        out[name], from = dev:upload_model_tensor(model, name, dt, { layout = layout, cache = h:get("q_layout_cache") == "on" })
+        lower.set_layout(out[name], layout)
+        info.layouts = info.layouts or {}
+        info.layouts[name] = layout
+        if from == "cache" then info.layout_cache_hits = (info.layout_cache_hits or 0) + 1 end
+      end
       info.bytes = info.bytes + out[name]:nbytes()
       info.count = info.count + 1
     end
