@@ -509,6 +509,7 @@ dp_status dp_recorder_submit(dp_recorder *r, dp_err *err)
     dp_status st = ensure_recording(r, err);
     if (st != DP_OK) return st;
     r->state = REC_DONE;
+    dp_device_cmd_barrier(r->cmd);   /* the recording's writes become visible to the host (mapped tensors) */
     if ((st = DP_VK(err, vkEndCommandBuffer(r->cmd))) != DP_OK) {
         r->state = REC_IDLE;
         return st;

@@ -40,6 +40,12 @@ static void set_shape(dp_gtensor *t, uint32_t ndim, const uint64_t *shape)
 dp_status dp_gtensor_create(dp_device *dev, dp_dtype dtype, uint32_t ndim, const uint64_t *shape, dp_gtensor **out,
                             dp_err *err)
 {
+    return dp_gtensor_create_in(dev, DP_MEM_DEVICE, dtype, ndim, shape, out, err);
+}
+
+dp_status dp_gtensor_create_in(dp_device *dev, dp_mem kind, dp_dtype dtype, uint32_t ndim, const uint64_t *shape,
+                               dp_gtensor **out, dp_err *err)
+{
     dp_status st;
     uint64_t numel, bytes;
     *out = NULL;
@@ -50,7 +56,7 @@ dp_status dp_gtensor_create(dp_device *dev, dp_dtype dtype, uint32_t ndim, const
     t->dtype = dtype;
     set_shape(t, ndim, shape);
     dp_gtensor_describe(t, what, sizeof what);
-    if ((st = dp_pool_acquire(dev->pool, DP_MEM_DEVICE, bytes, what, &t->buf, err)) != DP_OK) {
+    if ((st = dp_pool_acquire(dev->pool, kind, bytes, what, &t->buf, err)) != DP_OK) {
         free(t);
         return st;
     }
@@ -166,6 +172,10 @@ dp_status dp_buffer_download(dp_device *dev, const dp_buffer *src, uint64_t offs
     if (offset > src->size || bytes > src->size - offset)
         return DP_FAIL(err, DP_EINVAL, "download: %llu bytes at offset %llu exceed the %llu-byte buffer",
                        (unsigned long long)bytes, (unsigned long long)offset, (unsigned long long)src->size);
+    if (src->map) {   /* host-visible and coherent: recordings end with a barrier to the host */
+        memcpy(dst, (const char *)src->map + offset, bytes);
+        return DP_OK;
+    }
     if ((st = staging(dev, err)) != DP_OK) return st;
     for (uint64_t done = 0; done < bytes;) {
         uint64_t n = bytes - done < DP_STAGING_CHUNK ? bytes - done : DP_STAGING_CHUNK;

@@ -33,6 +33,11 @@ typedef struct dp_gtensor {
 /* A new tensor from the device pool (contents undefined). ndim 1..4; every dim >= 1. */
 dp_status dp_gtensor_create(dp_device *dev, dp_dtype dtype, uint32_t ndim, const uint64_t *shape,
                             dp_gtensor **out, dp_err *err);
+/* The same in the given kind of memory. DP_MEM_HOST tensors are mapped: uploads and downloads are
+** plain memory copies (no submit), which is what per-token inputs (ids, positions) and the sampled
+** id want; kernels read and write them through their device address like any tensor. */
+dp_status dp_gtensor_create_in(dp_device *dev, dp_mem kind, dp_dtype dtype, uint32_t ndim, const uint64_t *shape,
+                               dp_gtensor **out, dp_err *err);
 /* A view of `parent` at byte_offset with its own dtype and shape; must lie inside the parent. */
 dp_status dp_gtensor_view(dp_gtensor *parent, uint64_t byte_offset, dp_dtype dtype, uint32_t ndim,
                           const uint64_t *shape, dp_gtensor **out, dp_err *err);

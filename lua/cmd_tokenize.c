@@ -16,7 +16,7 @@ static const char USAGE[] =
     "usage: doppler tokenize --tokenizer PATH [--bos] [--decode] [--skip-special] [--time]\n"
     "  Reads UTF-8 text on stdin and prints its token ids as one JSON array.\n"
     "  Special tokens written in the text (e.g. <start_of_turn>) become their ids.\n"
-    "  --tokenizer PATH  tokenizer.json, tokenizer.json.gz, or a model directory holding one\n"
+    "  --tokenizer PATH  tokenizer.json, tokenizer.json.gz, a model directory holding one, or a GGUF file\n"
     "  --bos             prepend the BOS id (none by default)\n"
     "  --decode          read a JSON array of ids instead and print the text\n"
     "  --skip-special    with --decode: leave special tokens out\n"

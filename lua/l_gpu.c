@@ -274,7 +274,7 @@ static int read_shape(lua_State *L, int idx, uint64_t shape[DP_GTENSOR_MAX_DIMS]
     return n;
 }
 
-/* dev:tensor{dtype=, shape={...}} */
+/* dev:tensor{dtype=, shape={...}, host=false}: host = true puts it in mapped host-visible memory */
 static int device_tensor(lua_State *L)
 {
     dp_lua_device *d = dp_lua_check_device(L, 1);
@@ -286,10 +286,12 @@ static int device_tensor(lua_State *L)
     lua_getfield(L, 2, "shape");
     uint64_t shape[DP_GTENSOR_MAX_DIMS];
     int nd = read_shape(L, lua_gettop(L), shape);
-    lua_pop(L, 2);
+    lua_getfield(L, 2, "host");
+    dp_mem kind = lua_toboolean(L, -1) ? DP_MEM_HOST : DP_MEM_DEVICE;
+    lua_pop(L, 3);
     dp_gtensor *gt = NULL;
     dp_err err = {0};
-    if (dp_gtensor_create(d->dev, dt, (uint32_t)nd, shape, &gt, &err) != DP_OK) return dp_lua_raise(L, &err);
+    if (dp_gtensor_create_in(d->dev, kind, dt, (uint32_t)nd, shape, &gt, &err) != DP_OK) return dp_lua_raise(L, &err);
     dp_lua_push_tensor(L, gt, is_u32, 1);
     return 1;
 }

@@ -2,7 +2,8 @@
 ** lua/l_model.c: model files from Lua. doppler.open_model(path) -> "dp.model" userdata with
 ** :config() (the normalised config; .raw = the whole config.json), :tensors(), :tensor(name),
 ** :metadata() (GGUF pairs or safetensors __metadata__), :generation_config(),
-** :tokenizer_config(), :tokenizer_path(), :chat_template(), :path(), :kind(), :close().
+** :tokenizer_config(), :tokenizer_path() (tokenizer.json, or the GGUF itself when it carries one),
+** :chat_template(), :path(), :kind(), :close(). :tensor(name) also finds a GGUF tensor by its HF name.
 ** doppler.read_json(path) -> the file as nested tables (JSON null becomes nil).
 ** The userdata owns the dp_model; __gc closes it.
 */
@@ -180,7 +181,9 @@ static void push_tensor(lua_State *L, const dp_model_tensor *t)
 {
     lua_createtable(L, 0, 5);
     set_str(L, "name", t->name);
-    set_str(L, "dtype", t->type_name);
+    /* doppler's dtype name ("q4_k") where doppler computes with the type, so that it can be handed
+    ** back (weight dtypes, upload); GGUF's own spelling ("iq2_xxs") otherwise */
+    set_str(L, "dtype", t->dtype != DP_DTYPE_COUNT ? dp_dtype_name(t->dtype) : t->type_name);
     lua_createtable(L, t->ndim, 0);
     for (int d = 0; d < t->ndim; d++) {
         lua_pushinteger(L, (lua_Integer)t->shape[d]);
@@ -301,9 +304,14 @@ static int l_model_tokenizer_config(lua_State *L)
     return 1;
 }
 
+/* A GGUF that carries tokenizer.ggml.* metadata is its own tokenizer file: doppler.tokenizer()
+** and dp_tokenizer_load accept it (core/text/tok_gguf.c). */
 static int l_model_tokenizer_path(lua_State *L)
 {
-    const char *p = dp_model_tokenizer_json(check_model(L));
+    dp_model *m = check_model(L);
+    const char *p = dp_model_tokenizer_json(m);
+    if (!p && dp_model_kind_of(m) == DP_MODEL_GGUF && dp_gguf_find(dp_model_gguf(m), "tokenizer.ggml.tokens"))
+        p = dp_model_path(m);
     if (p) lua_pushstring(L, p);
     else lua_pushnil(L);
     return 1;

@@ -1,6 +1,6 @@
 /*
 ** lua/l_tokenizer.c: the tokenizer and chat templates in Lua.
-**   local tok = doppler.tokenizer(path)            -- tokenizer.json[.gz] or a model directory
+**   local tok = doppler.tokenizer(path)            -- tokenizer.json[.gz], a model directory or a GGUF file
 **   tok:encode(text, {bos = false})  -> {ids...}   -- special tokens in text are matched
 **   tok:decode(ids, {skip_special = false}) -> string
 **   tok:decoder({skip_special = false}) -> d;  d:push(id) -> string (maybe "");  d:finish() -> string

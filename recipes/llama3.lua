@@ -22,10 +22,13 @@ function R.weights(cfg)
   }
   if not cfg.tie_word_embeddings then w[#w + 1] = { "lm_head.weight", { V, H } } end
   for i = 0, cfg.num_hidden_layers - 1 do
-    local function add(name, shape, norm) w[#w + 1] = { ("model.layers.%d.%s"):format(i, name), shape, norm = norm } end
+    local function add(name, shape, norm)
+      w[#w + 1] = { ("model.layers.%d.%s"):format(i, name), shape, norm = norm }
+      return w[#w]
+    end
     add("input_layernorm.weight", { H }, true)
-    add("self_attn.q_proj.weight", { Hq * D, H })
-    add("self_attn.k_proj.weight", { Hkv * D, H })
+    add("self_attn.q_proj.weight", { Hq * D, H }).gguf_rope_heads = Hq   -- llama.cpp pairs RoPE rows: see doppler.weights
+    add("self_attn.k_proj.weight", { Hkv * D, H }).gguf_rope_heads = Hkv
     add("self_attn.v_proj.weight", { Hkv * D, H })
     add("self_attn.o_proj.weight", { H, Hq * D })
     add("post_attention_layernorm.weight", { H }, true)   -- the pre-MLP norm, despite its name

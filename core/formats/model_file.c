@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/formats/tensor_names.h"
 
 struct dp_model {
     dp_model_kind    kind;
@@ -23,6 +24,7 @@ struct dp_model {
     dp_tokconfig     tok;
     char            *tokenizer_json;
     char            *chat_template;   /* owned copy, from whichever source had one */
+    char             gguf_arch[64];   /* general.architecture: how HF names map onto this GGUF's */
     dp_model_tensor *tensors;
     size_t           n_tensors;
 };
@@ -223,6 +225,7 @@ static dp_status open_gguf(dp_model *m, dp_err *err)
     if (st != DP_OK) return st;
     if ((st = dp_hfconfig_from_gguf(m->gguf, &m->cfg, err)) != DP_OK) return st;
     m->has_cfg = true;
+    dp_gguf_get_string(m->gguf, "general.architecture", m->gguf_arch, sizeof m->gguf_arch);
     const dp_gguf_value *ct = dp_gguf_find(m->gguf, "tokenizer.chat_template");
     if (ct && ct->type == DP_GGUF_STRING && !(m->chat_template = strndup(ct->v.str.ptr, ct->v.str.len)))
         return DP_FAIL(err, DP_ENOMEM, "%s: out of host memory", m->path);
@@ -351,11 +354,22 @@ const dp_model_tensor *dp_model_tensor_at(const dp_model *m, size_t i)
     return i < m->n_tensors ? &m->tensors[i] : NULL;
 }
 
-const dp_model_tensor *dp_model_find(const dp_model *m, const char *name)
+static const dp_model_tensor *find_stored(const dp_model *m, const char *name)
 {
     for (size_t i = 0; i < m->n_tensors; i++)
         if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
     return NULL;
+}
+
+/* A GGUF also answers to the HF names of its tensors (tensor_names.h), so that recipes, which
+** name weights the HF way, load either kind unchanged. */
+const dp_model_tensor *dp_model_find(const dp_model *m, const char *name)
+{
+    const dp_model_tensor *t = find_stored(m, name);
+    char gname[256];
+    if (!t && m->kind == DP_MODEL_GGUF && dp_tensor_name_hf_to_gguf(m->gguf_arch, name, gname, sizeof gname))
+        t = find_stored(m, gname);
+    return t;
 }
 
 uint64_t dp_model_total_bytes(const dp_model *m)

@@ -52,7 +52,9 @@ const char *dp_model_chat_template(const dp_model *m);      /* tokenizer_config 
 
 size_t                 dp_model_tensor_count(const dp_model *m);
 const dp_model_tensor *dp_model_tensor_at(const dp_model *m, size_t i);
-const dp_model_tensor *dp_model_find(const dp_model *m, const char *name);   /* NULL if absent */
+/* NULL if absent. A GGUF model also finds a tensor by its HF name (general.architecture picks the
+** table in tensor_names.h); the result's ->name is the stored GGUF name. */
+const dp_model_tensor *dp_model_find(const dp_model *m, const char *name);
 uint64_t               dp_model_total_bytes(const dp_model *m);
 
 const dp_safetensors *dp_model_safetensors(const dp_model *m);   /* NULL unless safetensors */

@@ -403,6 +403,7 @@ dp_status dp_tokenizer_load(const char *path, dp_tokenizer **out, dp_err *err)
     dp_status st = DP_OK;
     *out = NULL;
     if (stat(path, &sb) != 0) return DP_FAIL(err, DP_EIO, "%s: %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode) && dp_tokenizer_is_gguf(path)) return dp_tokenizer_load_gguf(path, out, err);
     if (S_ISDIR(sb.st_mode)) {
         size_t n = strlen(path) + 32;
         file = malloc(n);

@@ -141,7 +141,7 @@ static int cmp_cand(const void *a, const void *b)
 }
 
 /* GGUF SentencePiece vocabularies carry scores, not merges: a pair merges when its concatenation
-** is a normal token, and a higher score of the result merges first (llama.cpp's SPM rule). */
+** is a normal or user-defined token, and a higher score of the result merges first (llama.cpp's SPM rule). */
 static dp_status synth_spm_merges(dp_tokenizer *t, const float *scores, dp_err *err)
 {
     spm_cand *c = NULL;
@@ -150,7 +150,8 @@ static dp_status synth_spm_merges(dp_tokenizer *t, const float *scores, dp_err *
     for (size_t id = 0; id < t->n_vocab; id++) {
         const char *p = t->piece[id];
         size_t len = t->piece_len[id];
-        if (!p || t->type[id] != DP_TOKTYPE_NORMAL) continue;
+        /* user-defined pieces merge too (llama.cpp looks any piece up): Gemma 3's "▁▁" runs are such */
+        if (!p || (t->type[id] != DP_TOKTYPE_NORMAL && t->type[id] != DP_TOKTYPE_USER_DEFINED)) continue;
         for (size_t k = 1; k < len; k++) {
             if (((unsigned char)p[k] & 0xC0) == 0x80) continue;   /* split on character boundaries */
             int32_t l, r;

@@ -85,11 +85,18 @@ typedef struct dp_tok_vocab {
 /* The split regex for a GGUF tokenizer.ggml.pre value ("llama-bpe", "qwen2", "gpt2", ...); NULL if unknown. */
 const char *dp_tokenizer_pre_regex(const char *pre);
 
-/* path: tokenizer.json, tokenizer.json.gz, or a directory holding either. */
+/* path: tokenizer.json, tokenizer.json.gz, a directory holding either, or a GGUF file. */
 dp_status dp_tokenizer_load(const char *path, dp_tokenizer **out, dp_err *err);
 /* Parses tokenizer.json text already in memory; name is used in messages. */
 dp_status dp_tokenizer_load_json(const char *json, size_t len, const char *name, dp_tokenizer **out, dp_err *err);
 dp_status dp_tokenizer_from_vocab(const dp_tok_vocab *v, dp_tokenizer **out, dp_err *err);
+/* From a GGUF's tokenizer.ggml.* metadata (core/text/tok_gguf.c says which keys and defaults; the
+** reader is only read). dp_tokenizer_load also accepts a GGUF file (recognised by its magic), whose
+** tokenizer.chat_template becomes dp_tokenizer_chat_template's. */
+typedef struct dp_gguf dp_gguf;
+dp_status dp_tokenizer_from_gguf(const dp_gguf *g, dp_tokenizer **out, dp_err *err);
+dp_status dp_tokenizer_load_gguf(const char *path, dp_tokenizer **out, dp_err *err);
+bool      dp_tokenizer_is_gguf(const char *path);   /* the file starts with GGUF's magic */
 void      dp_tokenizer_destroy(dp_tokenizer *tok);   /* NULL-safe */
 
 /* text: UTF-8 (invalid UTF-8 is DP_EINVAL naming the byte offset). Special tokens written in the text

@@ -21,6 +21,7 @@ declare -A allowed=(
   [core/text/chat.c]="chat-template formats (named after the families that define them) and their detection from tokenizer_config / GGUF metadata"
   [core/text/chat.h]="the chat-template format enum"
   [core/text/tok_vocab.c]="GGUF tokenizer.ggml.pre values -> pre-tokenizer split regex"
+  [core/text/tok_gguf.c]="GGUF tokenizer.ggml.model values (\"llama\" = SentencePiece, \"gpt2\" = byte-level) and what tokenizer.ggml.pre values imply"
 )
 
 pattern='gemma|llama|qwen|mistral|mixtral|phi[-_ ]?[0-9]'

@@ -100,11 +100,18 @@ for _, op in ipairs({ "input", "weight", "state", "constant", "view", "last_row"
   R[op] = function() end
 end
 
+-- A quantised table (a GGUF's token_embd) is read in its blocks by gather_q, so a tied LM head shares
+-- the one quantised copy.
 R.embed = function(ctx, n)
   local ids, tab = n.inputs[1], n.inputs[2]
   local T, C = n.bshape[1], n.bshape[2]
-  local k = ctx.kernel("embed/gather.comp", ctx.defines { ctx.weight_define(tab.etype, tab.attrs.name) }, { WG = 256 })
-  ctx.dispatch(k, ceil_div(C, 256), math.min(T, WG_MAX_GROUPS), 1, {
+  local qdef, k = Q_DEFINE[tab.etype], nil
+  if qdef then
+    k = ctx.kernel("embed/gather_q.comp", ctx.defines { qdef, LAYOUT_DEFINE[M.layout_of(ctx.t(tab))] }, { WG = 256 })
+  else
+    k = ctx.kernel("embed/gather.comp", ctx.defines { ctx.weight_define(tab.etype, tab.attrs.name) }, { WG = 256 })
+  end
+  ctx.dispatch(k, ceil_div(qdef and C // 8 or C, 256), math.min(T, WG_MAX_GROUPS), 1, {
     ids = ctx.t(ids), table = ctx.t(tab), y = ctx.t(n), T = T, C = C, rows = tab.bshape[1], scale = n.attrs.scale,
   })
 end

@@ -18,6 +18,7 @@
 --   inputs  = { [name] = tensor },   per-pass inputs (ids, pos), written before each run
 --   constants = function(name, values) -> tensor  (small host tables, uploaded once)
 --   arena = tensor | nil,            scratch memory to reuse (grown if too small: see p.arena_bytes)
+--   bound_outputs = { [name] = tensor }, outputs written straight into the caller's tensors
 --   hints = doppler.hints set,
 -- }
 local Graph = require "doppler.graph"
@@ -130,12 +131,18 @@ function M.compile(dev, graph, env)
       root[n] = n
     end
   end
+  -- Outputs the caller placed itself (env.bound_outputs: e.g. the sampled id in mapped host memory).
+  local bound = {}
+  for name, t in pairs(env.bound_outputs or {}) do
+    local n = graph.outputs[name] and copy_of[graph.outputs[name]]
+    if n and root[n] == n then bound[n] = t end
+  end
   -- A root lives until the last reader of it or of any alias.
   local values, by_root = {}, {}
   for _, n in ipairs(nodes) do
     local r = root[n]
     local kind = r.op
-    if kind ~= "input" and kind ~= "weight" and kind ~= "state" and kind ~= "constant" then
+    if kind ~= "input" and kind ~= "weight" and kind ~= "state" and kind ~= "constant" and not bound[r] then
       local v = by_root[r]
       if not v then
         v = { node = r, first = r.sched, last = r.sched,
@@ -190,6 +197,8 @@ function M.compile(dev, graph, env)
       t = env.states[n.attrs.name] or Graph.fail("plan: state '%s' is not allocated", n.attrs.name)
     elseif n.op == "constant" then
       t = env.constants(n.attrs.name, n.attrs.values)
+    elseif bound[n] then
+      t = bound[n]
     elseif root[n] == n then
       t = p.arena:view { offset = by_root[n].offset, dtype = n.etype, shape = n.bshape }
     else

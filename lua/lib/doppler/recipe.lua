@@ -1,7 +1,7 @@
 -- doppler.recipe: what a recipe file returns. A recipe is a table:
 --   name, architectures (HF class names and GGUF general.architecture values), chat_template,
 --   weights(cfg) -> { {name, shape, norm = bool}, ... }, forward(g, cfg, w, io) -> logits node,
---   optional norm_offset (number, or function(model) -> number), prepare(cfg, model) for
+--   optional norm_offset (number, or function({ kind = "gguf" | "safetensors" }) -> number), prepare(cfg, model) for
 --   family-specific config defaults.
 -- Running a recipe file as a script (`doppler recipes/gemma3.lua ...`) hands it to doppler.run.
 local M = {}

@@ -46,6 +46,13 @@ function M.open(recipe, model, opts)
   local h = opts.hints
   local dev = opts.device or doppler.device()
   local cfg = model:config()
+  -- llama.cpp stores Llama 3.1+'s rope scaling as the divisor of each frequency it computed
+  -- (rope_freqs.weight, [rotated dims / 2]), not as config parameters.
+  if model:kind() == "gguf" and model:tensor("rope_freqs.weight") then
+    local t = dev:upload_model_tensor(model, "rope_freqs.weight", "f32")
+    cfg.rope_scaling = { rope_type = "freq_factors", factors = t:download() }
+    t:release()
+  end
   if recipe.prepare then recipe.prepare(cfg, model) end
   local act, kv = resolve_types(h)
   local s = setmetatable({
@@ -56,7 +63,8 @@ function M.open(recipe, model, opts)
   }, Session)
   s.chunk = math.min(s.chunk, s.context)
   s.norm_offset = recipe.norm_offset
-  if type(s.norm_offset) == "function" then s.norm_offset = s.norm_offset(model) end
+  -- the recipe sees { kind = "gguf" | "safetensors", model = the dp.model } (doppler synth passes a kind only)
+  if type(s.norm_offset) == "function" then s.norm_offset = s.norm_offset({ kind = model:kind(), model = model }) end
   s.norm_offset = s.norm_offset or 0
 
   local t0 = os.clock()
@@ -98,8 +106,10 @@ function Session:io(g, all_rows)
     return { k = g:state(kname, { Hkv, cap, D }, s.kv), v = g:state(vname, { Hkv, cap, D }, s.kv) }
   end
   function io.round_to_weight_dtype(x)
+    -- a quantised table is dequantised exactly to f32 by reference implementations
     local dt = s.weight_info.embed_file_dtype
-    return doppler.round_to(dt or "f32", x)
+    if dt ~= "f16" and dt ~= "bf16" then dt = "f32" end
+    return doppler.round_to(dt, x)
   end
   function io.logits_rows(x)
     if all_rows then return x end
@@ -175,10 +185,13 @@ function Session:plan_for(T, all_rows)
   local g = self:graph(all_rows)
   if not self.inputs or self.inputs.cap < T then
     local cap = math.max(T, self.chunk)
+    -- Per-pass inputs and the sampled id live in mapped host memory: writing them before a pass
+    -- and reading the id after it are memory copies, not submits (one submit per pass).
     self.inputs = {
       cap = cap,
-      ids = self.dev:tensor { dtype = "u32", shape = { cap } },
-      pos = self.dev:tensor { dtype = "u32", shape = { cap } },
+      ids = self.dev:tensor { dtype = "u32", shape = { cap }, host = true },
+      pos = self.dev:tensor { dtype = "u32", shape = { cap }, host = true },
+      next = self.dev:tensor { dtype = "u32", shape = { 1 }, host = true },
     }
     self.plans = {}   -- plans recorded against the old input buffers are stale
   end
@@ -191,6 +204,7 @@ function Session:plan_for(T, all_rows)
     },
     constants = function(name, values) return self:constant(name, values) end,
     arena = self.arena,
+    bound_outputs = { next = self.inputs.next },
   }
   p = plan.compile(self.dev, g, env)
   if p.arena ~= self.arena then

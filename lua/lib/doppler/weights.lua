@@ -1,15 +1,22 @@
 -- doppler.weights: a model's tensors onto the device, checked against what the recipe expects.
 -- Every weight the recipe lists must exist with that shape (a missing or mis-shaped tensor is
 -- named). Float weights take the device type the hints ask for; quantised GGUF types whose blocks
--- a GPU kernel decodes (doppler.lower's quant_types) stay as they are (weight_quant=keep), repacked into
--- the layout q_layout / q4k_layout name (recorded with doppler.lower.set_layout); others are
--- dequantised on the way (CPU reference).
+-- a GPU kernel decodes (doppler.lower's quant_types) stay as they are (weight_quant=keep), others
+-- are dequantised on the way (CPU reference). A quantised embedding table stays quantised too: the
+-- gather kernel decodes it (embed/gather_q.comp), and a tied LM head reads the same blocks.
+-- Quantised matrices kept as blocks are stored in the layout q_layout / q4k_layout name
+-- (docs/QUANTIZATION.md "Weight layouts"; recorded with doppler.lower.set_layout for the kernels).
+--
+-- GGUF models: recipes name weights the HF way; the model file resolves those names to GGUF ones
+-- (core/formats/tensor_names.h), and shapes are reported row-major either way. A recipe entry
+-- marked gguf_rope_heads = H is a q/k projection that llama.cpp's converter stores with its rows
+-- in interleaved RoPE pair order (Llama and Mistral); for a GGUF those rows are put back in HF's
+-- half-split order on upload (dev:upload_model_tensor's deinterleave_heads), so the recipe and
+-- the RoPE kernel are the same for both file kinds.
 local lower = require "doppler.lower"
 
 local M = {}
 
--- Tables the gather kernel reads (it takes float tables only): dequantised whatever weight_quant says.
-local FLOAT_ONLY = { ["model.embed_tokens.weight"] = true }
 
 -- The device dtype of a float weight: precision=f32 -> f32; weight_dtype=X -> X; auto -> f16 for
 -- f32 files (half the bytes, as a user running in f16 expects) and as stored for f16/bf16.
@@ -17,7 +24,7 @@ local FLOAT_ONLY = { ["model.embed_tokens.weight"] = true }
 -- f32: they are small and sit inside an f32 computation. A bias (1-D, not a norm) takes its
 -- matrix's type: the matrix kernels read it with the weight type (DP_BIAS).
 local function device_dtype(file_dtype, ndim, h, is_norm, name)
-  if ndim == 2 and lower.quant_types[file_dtype] and h:get("weight_quant") == "keep" and not FLOAT_ONLY[name] then
+  if ndim == 2 and lower.quant_types[file_dtype] and h:get("weight_quant") == "keep" then
     return file_dtype
   end
   if h:get("precision") == "f32" then return "f32" end
@@ -28,9 +35,9 @@ local function device_dtype(file_dtype, ndim, h, is_norm, name)
   return "f16"
 end
 
--- The layout a quantised matrix kept as blocks is stored in (docs/QUANTIZATION.md "Weight layouts"):
--- q4k_layout for Q4_K unless auto, else q_layout. Anything else (float, 1-D, stacked parts, which the expert
--- kernels read row_wise) stays row_wise.
+-- The layout a quantised matrix kept as blocks is stored in: q4k_layout for Q4_K unless auto, else
+-- q_layout. Anything else (float, 1-D, the parts of a stack, which the expert kernels read row_wise)
+-- stays row_wise.
 function M.layout_for(dtype, ndim, h)
   if ndim ~= 2 or not lower.quant_types[dtype] then return "row_wise" end
   if dtype == "q4_k" and h:get("q4k_layout") ~= "auto" then return h:get("q4k_layout") end
@@ -41,7 +48,22 @@ local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
 
 function M.load(dev, recipe, model, cfg, h, progress)
   local expected = recipe.weights(cfg)
-  local out, info = {}, { bytes = 0, count = 0 }
+  local gguf = model:kind() == "gguf"
+  local out, info = {}, { bytes = 0, count = 0, layouts = {}, layout_cache_hits = 0 }
+  local function upload(e, dt, layout)
+    local opts = {}
+    if gguf and e.gguf_rope_heads then opts.deinterleave_heads = e.gguf_rope_heads end
+    if layout and layout ~= "row_wise" then
+      opts.layout, opts.cache = layout, h:get("q_layout_cache") == "on"
+    end
+    local t, from = dev:upload_model_tensor(model, e[1], dt, opts)
+    if opts.layout then
+      lower.set_layout(t, layout)
+      info.layouts[e[1]] = layout
+      if from == "cache" then info.layout_cache_hits = info.layout_cache_hits + 1 end
+    end
+    return t
+  end
   local problems = {}
   for _, e in ipairs(expected) do
     local name, shape = e[1], e[2]
@@ -71,7 +93,7 @@ function M.load(dev, recipe, model, cfg, h, progress)
     local dt = device_dtype(t.dtype, #t.shape, h, e.norm or (#t.shape == 1 and not marks_norms), name)
     if e.stack then
       local st = stacks[e.stack[1]]
-      st.parts[e.stack[2]] = dev:upload_model_tensor(model, name, dt)
+      st.parts[e.stack[2]] = upload(e, dt)
       st.have = st.have + 1
       if st.have == st.count then
         out[st.name] = M.stack(dev, st)
@@ -79,17 +101,7 @@ function M.load(dev, recipe, model, cfg, h, progress)
         info.count = info.count + 1
       end
     else
-      local layout = M.layout_for(dt, #t.shape, h)
-      if layout == "row_wise" then
-        out[name] = dev:upload_model_tensor(model, name, dt)
-      else
-        local from
-        out[name], from = dev:upload_model_tensor(model, name, dt, { layout = layout, cache = h:get("q_layout_cache") == "on" })
-        lower.set_layout(out[name], layout)
-        info.layouts = info.layouts or {}
-        info.layouts[name] = layout
-        if from == "cache" then info.layout_cache_hits = (info.layout_cache_hits or 0) + 1 end
-      end
+      out[name] = upload(e, dt, M.layout_for(dt, #t.shape, h))
       info.bytes = info.bytes + out[name]:nbytes()
       info.count = info.count + 1
     end
