@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# scripts/device/h100-bench.sh: the H100 measurements of docs/BENCHMARKS.md, run on the lent GPU machine
+# from a checkout carrying build-h100/ (cmake -DDOPPLER_STATIC_DEPS=ON -DCMAKE_BUILD_TYPE=Release) and .gl/
+# (the Vulkan loader debs). Results go to $OUT (JSON lines). Stages: STAGES="f16 llama quant" by default.
+set -u
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+I=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f $I ] && export VK_DRIVER_FILES=$I
+export DOPPLER_CACHE_DIR=/tmp/dpc B=$PWD/build-h100/doppler DOPPLER_BIN=$PWD/build-h100/doppler
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+STAGES=${STAGES:-"f16 llama quant"}
+G=/tmp/g1b L=/tmp/l1b
+bench() {  # name model [extra...]
+  local name=$1 model=$2; shift 2
+  for m in decode prefill ttft; do
+    timeout 200 $B recipes/bench/$m.lua --model "$model" --label "$name" "$@" >>"$OUT/$name.jsonl" 2>>"$OUT/err.txt"
+  done
+  python3 - "$OUT/$name.jsonl" <<'PY' || tail -3 "$OUT/$name.jsonl"
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        print(d["label"], d["mode"], "decode %.1f prefill %.0f ttft %.1f p50 %.2f submits %s gpu_ms/tok %s" % (
+            d["decode_tok_s"] or 0, d["prefill_tok_s"], d["ttft_ms"], d["p50_ms"] or 0, d["submits_per_token"],
+            d.get("gpu_ms_per_token")))
+PY
+}
+[ -d $G ] || timeout 200 $B synth --config models/configs/gemma-3-1b-it.config.json \
+  --tokenizer tests/fixtures/tokenizers/gemma3.tokenizer.json.gz --out $G --dtype f16 >/dev/null 2>&1
+for s in $STAGES; do
+  case $s in
+    f16) bench gemma1b-f16 $G ;;
+    llama)
+      [ -d $L ] || timeout 200 $B synth --config models/configs/llama-3.2-1b-instruct.config.json \
+        --tokenizer tests/fixtures/tokenizers/llama3.tokenizer.json.gz --out $L --dtype f16 >/dev/null 2>&1
+      bench llama1b-f16 $L ;;
+    quant)
+      for q in q8_0 q4_k_m; do
+        [ -f /tmp/g1b-$q.gguf ] || (time timeout 300 $B convert $G --quant $q --out /tmp/g1b-$q.gguf --no-manifest --quiet) 2>>"$OUT/convert.txt"
+        for path in fused dequant_f16; do bench gemma1b-$q-$path /tmp/g1b-$q.gguf --hint q_matmul=$path; done
+      done ;;
+    *) bench "$s" $G ;;
+  esac
+done
