@@ -9,13 +9,13 @@
 // group), each workgroup walks tokens y, y + 65535, ...
 // Push (by name):
 //   ids    U32           [T]                   token ids
-//   table  quant blocks  [rows, C / QK blocks] row r starts at r * (C / QK) * QB bytes
+//   table  quant blocks  [rows, C / QK blocks] in the layout the define names (dp_quant.glsl's dq_block)
 //   y      ACT           [T, C]                output
 //   T, C, rows  uint     C a multiple of QK
 //   scale  float         multiplier (1.0 for none)
 // Spec constants (by name): WG workgroup size (local_size_x_id = 0), default 256.
 // Defines: DP_ACT_F16 (dp_types.glsl); one of DP_Q_Q8_0, DP_Q_Q4_0, DP_Q_Q4_1, DP_Q_Q5_0, DP_Q_Q5_1,
-//   DP_Q_Q4_K, DP_Q_Q5_K, DP_Q_Q6_K (dp_quant.glsl).
+//   DP_Q_Q4_K, DP_Q_Q5_K, DP_Q_Q6_K, and the layout DP_LAYOUT_COL | DP_LAYOUT_FLAT (none: row_wise) (dp_quant.glsl).
 #include "dp_types.glsl"
 #include "dp_quant.glsl"
 
@@ -42,8 +42,7 @@ void main()
         const uint id = p.ids.v[t];
         float v[8];
         if (id < p.rows) {
-            const uint64_t row = uint64_t(p.table) + uint64_t(id) * uint64_t(p.C / QK) * uint64_t(QB);
-            dq8(row + uint64_t(blk) * uint64_t(QB), e, v);
+            dq8(dq_block(uint64_t(p.table), id, blk, p.rows, p.C / QK), e, v);
         } else {
             for (uint i = 0u; i < 8u; ++i) v[i] = 0.0;
         }

@@ -9,7 +9,7 @@
 // Dispatch: (ceil(N / BN), ceil(T / BM), 1).
 // Push (by name): the same members as gemm.comp
 //   x         ACT  [T, x_stride]      activations (token-major)
-//   w         quant blocks [N, K]     weights
+//   w         quant blocks [N, K]     weights, in the layout the define names
 //   y         ACT  [T, y_stride]      output (f32 with DP_OUT_F32)
 //   bias      f32  [N]                only with DP_BIAS
 //   T, N, K   uint                    shape
@@ -21,7 +21,8 @@
 //   BN   outputs per tile, default 64       TN  outputs per thread, default 4  (BN % TN == 0)
 //   BK   K slice, default 32 (a multiple of 8)
 //   Shared memory: 4 * BK * (BM + BN + 2) bytes (defaults: 16.6 KiB); keep it <= 32 KiB.
-// Defines: the weight type DP_Q_* (dp_quant.glsl), DP_ACT_F16, DP_OUT_F32, DP_BIAS.
+// Defines: the weight type DP_Q_* and its layout DP_LAYOUT_COL | DP_LAYOUT_FLAT (dp_quant.glsl; none: row_wise),
+//   DP_ACT_F16, DP_OUT_F32, DP_BIAS.
 #include "dp_types.glsl"
 #include "dp_quant.glsl"
 
@@ -65,8 +66,8 @@ void main()
     const uint xs = p.x_stride != 0u ? p.x_stride : K;
     const uint ys = p.y_stride != 0u ? p.y_stride : N;
 
-    // The (row, k) slots a thread stages never change from one K slice to the next: compute their row
-    // addresses once, in 64 bits (W can pass 2^31 elements).
+    // The (row, k) slots a thread stages never change from one K slice to the next: compute their x row
+    // addresses once, in 64 bits (W can pass 2^31 elements; dq_block addresses W in 64 bits too).
     uint64_t a_row[LA]; uint a_k[LA]; bool a_ok[LA];
     for (uint i = 0u; i < LA; ++i) {
         const uint e = tid + i * WG, m = e / BK;
@@ -74,12 +75,12 @@ void main()
         a_ok[i] = e < BM * BK && m0 + m < T;
         a_row[i] = uint64_t(p.x) + uint64_t(a_ok[i] ? m0 + m : 0u) * uint64_t(xs) * ACT_BYTES;
     }
-    uint64_t b_row[LB]; uint b_k[LB]; bool b_ok[LB];
+    uint b_n[LB]; uint b_k[LB]; bool b_ok[LB];
     for (uint i = 0u; i < LB; ++i) {
         const uint e = tid + i * WG, n = e / (BK / 8u);
         b_k[i]  = (e % (BK / 8u)) * 8u;
         b_ok[i] = e < BN * BK / 8u && n0 + n < N;
-        b_row[i] = uint64_t(p.w) + uint64_t(b_ok[i] ? n0 + n : 0u) * uint64_t(K / QK) * QB;
+        b_n[i]  = b_ok[i] ? n0 + n : 0u;
     }
 
     float acc[TM * TN];
@@ -100,7 +101,7 @@ void main()
             const uint k = k0 + b_k[i], n = e / (BK / 8u);
             float v[8];
             if (b_ok[i] && k < K) {
-                dq8(b_row[i] + uint64_t(k / QK) * QB, k % QK, v);
+                dq8(dq_block(uint64_t(p.w), b_n[i], k / QK, N, K / QK), k % QK, v);
             } else {
                 for (uint j = 0u; j < 8u; ++j) v[j] = 0.0;
             }

@@ -13,7 +13,7 @@
 //   the end are no-ops.
 // Push (by name): the same members as gemv.comp
 //   x         ACT  [T, x_stride]      activations (token-major)
-//   w         quant blocks [N, K]     weights
+//   w         quant blocks [N, K]     weights, in the layout the define names
 //   y         ACT  [T, y_stride]      output (f32 with DP_OUT_F32)
 //   bias      f32  [N]                only with DP_BIAS
 //   T, N, K   uint                    shape (K a multiple of QK)
@@ -24,7 +24,8 @@
 //   ROWS  rows of W per workgroup, default 4 (a power of two); WG / ROWS threads per row
 //   TT    tokens per workgroup, default 1 (up to 4: W is decoded once for all of them)
 //   Shared memory: 4 * TT * WG bytes.
-// Defines: the weight type DP_Q_* (dp_quant.glsl), DP_ACT_F16, DP_OUT_F32, DP_BIAS.
+// Defines: the weight type DP_Q_* and its layout DP_LAYOUT_COL | DP_LAYOUT_FLAT (dp_quant.glsl; none: row_wise),
+//   DP_ACT_F16, DP_OUT_F32, DP_BIAS.
 #include "dp_types.glsl"
 #include "dp_quant.glsl"
 
@@ -69,7 +70,7 @@ void main()
     for (uint t = 0u; t < TT; ++t) acc[t] = 0.0;
 
     if (n < p.N) {
-        const uint64_t wrow = uint64_t(p.w) + uint64_t(n) * uint64_t(K / QK) * QB;
+        const uint nb = K / QK;
         uint64_t xrow[TT];
         for (uint t = 0u; t < TT; ++t)
             xrow[t] = uint64_t(p.x) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(xs) * ACT_BYTES;
@@ -77,7 +78,7 @@ void main()
         for (uint g = lane; g < groups; g += TPR) {
             const uint k0 = g * 8u;
             float wv[8];
-            dq8(wrow + uint64_t(k0 / QK) * QB, k0 % QK, wv);
+            dq8(dq_block(uint64_t(p.w), n, k0 / QK, p.N, nb), k0 % QK, wv);
             for (uint t = 0u; t < TT; ++t) {
                 ACT_In xr = ACT_In(xrow[t]);
                 float s = acc[t];

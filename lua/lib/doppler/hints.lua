@@ -28,6 +28,12 @@ M.known = {
   attention_min_chunk = { kind = "int", min = 1, default = 16, doc = "flash-decoding: fewest keys per chunk" },
   q_matmul      = { values = { "fused", "dequant_f16" }, default = "fused",
                     doc = "linears with quantised weights: decode in the matrix kernel, or an f16 copy made once per plan" },
+  q_layout      = { values = { "row_wise", "column_wise", "flat" }, default = "row_wise",
+                    doc = "device storage order of quantised matrices kept as blocks (docs/QUANTIZATION.md, Weight layouts)" },
+  q4k_layout    = { values = { "auto", "row_wise", "column_wise", "flat" }, default = "auto",
+                    doc = "the same for Q4_K matrices (auto: as q_layout)" },
+  q_layout_cache = { values = { "on", "off" }, default = "on",
+                    doc = "keep repacked layouts in MODEL.doppler-cache/ next to the model file (skipped if not writable)" },
 }
 
 local function valid_list()

@@ -43,6 +43,17 @@ local Q_DEFINE = {
 }
 M.quant_types = Q_DEFINE
 
+-- Storage layouts of quantised weights (core/quant_layout.h, docs/QUANTIZATION.md "Weight layouts"): the
+-- define each kernel that reads blocks takes. A device tensor's layout is recorded here when doppler.weights
+-- uploads it repacked (keyed by the tensor object, weakly: the entry goes with the tensor); absent = row_wise.
+local LAYOUT_DEFINE = { column_wise = "DP_LAYOUT_COL", flat = "DP_LAYOUT_FLAT" }
+local weight_layouts = setmetatable({}, { __mode = "k" })
+function M.set_layout(t, layout)
+  if layout ~= "row_wise" and not LAYOUT_DEFINE[layout] then error("unknown quantised layout " .. tostring(layout), 2) end
+  weight_layouts[t] = LAYOUT_DEFINE[layout] and layout or nil
+end
+function M.layout_of(t) return weight_layouts[t] or "row_wise" end
+
 function M.context(dev, plan, env)
   local ctx = { dev = dev, plan = plan, env = env, dispatches = 0, kernels = {} }
 
@@ -96,7 +107,7 @@ R.embed = function(ctx, n)
   local T, C = n.bshape[1], n.bshape[2]
   local qdef, k = Q_DEFINE[tab.etype], nil
   if qdef then
-    k = ctx.kernel("embed/gather_q.comp", ctx.defines { qdef }, { WG = 256 })
+    k = ctx.kernel("embed/gather_q.comp", ctx.defines { qdef, LAYOUT_DEFINE[M.layout_of(ctx.t(tab))] }, { WG = 256 })
   else
     k = ctx.kernel("embed/gather.comp", ctx.defines { ctx.weight_define(tab.etype, tab.attrs.name) }, { WG = 256 })
   end
@@ -147,10 +158,13 @@ local function dequant_f16(ctx, w)
   local N, K = w.bshape[1], w.bshape[2]
   t = ctx.dev:tensor { dtype = "f16", shape = { N, K } }
   ctx.plan.owned[#ctx.plan.owned + 1] = t
-  local k = ctx.kernel("quant/dequant.comp", { Q_DEFINE[w.etype] }, { WG = 256 })
+  local ldef = LAYOUT_DEFINE[M.layout_of(ctx.t(w))]
+  local k = ctx.kernel("quant/dequant.comp", { Q_DEFINE[w.etype], ldef }, { WG = 256 })
   local gx, gy = groups_1d(N * K // 8, 256)
   local rec = ctx.dev:recorder()
-  rec:dispatch(k, { gx, gy, 1 }, { w = ctx.t(w), y = t, n = N * K })
+  local push = { w = ctx.t(w), y = t, n = N * K }
+  if ldef == "DP_LAYOUT_COL" then push.K = K end
+  rec:dispatch(k, { gx, gy, 1 }, push)
   rec:run()
   ctx.dequantised[name] = t
   return t
@@ -158,8 +172,8 @@ end
 
 -- y = x · Wᵀ (+ b). Decode-sized T uses the GEMV kernel (W streamed once for up to 4 tokens);
 -- larger T the tiled GEMM. An output type other than the activations' (f32 logits) is a define.
--- Quantised W: the fused kernels (gemv_q / gemm_q decode blocks in registers), or with
--- q_matmul=dequant_f16 the ordinary kernels on an f16 copy.
+-- Quantised W: the fused kernels (gemv_q / gemm_q decode blocks in registers, in the tensor's layout), or
+-- with q_matmul=dequant_f16 the ordinary kernels on an f16 copy.
 R.linear = function(ctx, n)
   local x, w, b = n.inputs[1], n.inputs[2], n.inputs[3]
   local K = x.bshape[#x.bshape]
@@ -174,7 +188,7 @@ R.linear = function(ctx, n)
   if qdef then
     if K % 8 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements", w.attrs.name, w.etype, K) end
     if b and b.etype ~= "f32" then Graph.fail("plan: bias of quantised %s must be f32, is %s", w.attrs.name, b.etype) end
-    defs = { qdef }
+    defs = { qdef, LAYOUT_DEFINE[M.layout_of(wt)] }
   else
     defs = { ctx.weight_define(wt == ctx.t(w) and w.etype or "f16", w.attrs.name) }
   end

@@ -4,6 +4,8 @@
 -- a GPU kernel decodes (doppler.lower's quant_types) stay as they are (weight_quant=keep), others
 -- are dequantised on the way (CPU reference). A quantised embedding table stays quantised too: the
 -- gather kernel decodes it (embed/gather_q.comp), and a tied LM head reads the same blocks.
+-- Quantised matrices kept as blocks are stored in the layout q_layout / q4k_layout name
+-- (docs/QUANTIZATION.md "Weight layouts"; recorded with doppler.lower.set_layout for the kernels).
 --
 -- GGUF models: recipes name weights the HF way; the model file resolves those names to GGUF ones
 -- (core/formats/tensor_names.h), and shapes are reported row-major either way. A recipe entry
@@ -33,16 +35,35 @@ local function device_dtype(file_dtype, ndim, h, is_norm, name)
   return "f16"
 end
 
+-- The layout a quantised matrix kept as blocks is stored in: q4k_layout for Q4_K unless auto, else
+-- q_layout. Anything else (float, 1-D, the parts of a stack, which the expert kernels read row_wise)
+-- stays row_wise.
+function M.layout_for(dtype, ndim, h)
+  if ndim ~= 2 or not lower.quant_types[dtype] then return "row_wise" end
+  if dtype == "q4_k" and h:get("q4k_layout") ~= "auto" then return h:get("q4k_layout") end
+  return h:get("q_layout")
+end
+
 local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
 
 function M.load(dev, recipe, model, cfg, h, progress)
   local expected = recipe.weights(cfg)
   local gguf = model:kind() == "gguf"
-  local function upload(e, dt)
-    local opts = gguf and e.gguf_rope_heads and { deinterleave_heads = e.gguf_rope_heads } or nil
-    return dev:upload_model_tensor(model, e[1], dt, opts)
+  local out, info = {}, { bytes = 0, count = 0, layouts = {}, layout_cache_hits = 0 }
+  local function upload(e, dt, layout)
+    local opts = {}
+    if gguf and e.gguf_rope_heads then opts.deinterleave_heads = e.gguf_rope_heads end
+    if layout and layout ~= "row_wise" then
+      opts.layout, opts.cache = layout, h:get("q_layout_cache") == "on"
+    end
+    local t, from = dev:upload_model_tensor(model, e[1], dt, opts)
+    if opts.layout then
+      lower.set_layout(t, layout)
+      info.layouts[e[1]] = layout
+      if from == "cache" then info.layout_cache_hits = info.layout_cache_hits + 1 end
+    end
+    return t
   end
-  local out, info = {}, { bytes = 0, count = 0 }
   local problems = {}
   for _, e in ipairs(expected) do
     local name, shape = e[1], e[2]
@@ -80,7 +101,7 @@ function M.load(dev, recipe, model, cfg, h, progress)
         info.count = info.count + 1
       end
     else
-      out[name] = upload(e, dt)
+      out[name] = upload(e, dt, M.layout_for(dt, #t.shape, h))
       info.bytes = info.bytes + out[name]:nbytes()
       info.count = info.count + 1
     end
