@@ -42,6 +42,28 @@ for s in $STAGES; do
     attn) bench gemma1b-f16-attn-basic $G --hint attention_decode=basic --hint attention_prefill=basic ;;
     q4km) [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
           bench gemma1b-q4_k_m-fused /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused ;;
+    tests)   # correctness on the H100 (subgroup 32) before any timing
+      for t in kernels gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling; do
+        timeout 300 $B tests/lua/test_$t.lua >"$OUT/t_$t.txt" 2>&1; echo "test_$t: $(tail -1 "$OUT/t_$t.txt")"
+      done ;;
+    sweep)   # hint sweeps, one process per combination
+      H="$B recipes/bench/hints.lua --runs 2 --no-profile"
+      $H --model $G --mode prefill --sweep matmul=auto,gemv >>"$OUT/sweep.jsonl" 2>>"$OUT/err.txt"
+      $H --model $G --mode ttft --sweep matmul=auto,gemv >>"$OUT/sweep.jsonl" 2>>"$OUT/err.txt"
+      for q in q4_k_m q8_0; do
+        [ -f /tmp/g1b-$q.gguf ] || $B convert $G --quant $q --out /tmp/g1b-$q.gguf --no-manifest --quiet
+        $H --model /tmp/g1b-$q.gguf --mode decode --sweep q_layout=row_wise,column_wise,flat \
+           --sweep q_matmul=fused,dequant_f16 >>"$OUT/sweep.jsonl" 2>>"$OUT/err.txt"
+      done
+      python3 - "$OUT/sweep.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        print(d["model"].split("/")[-1], d["mode"], d["hints"], "decode %.1f prefill %.0f ttft %.1f" % (
+            d["decode_tok_s"] or 0, d["prefill_tok_s"], d["ttft_ms"]))
+PY
+      ;;
     *) bench "$s" $G ;;
   esac
 done
