@@ -94,7 +94,7 @@ check.case("errors name the file and list what is valid", function()
   fails({ "recipes/gemma3.lua", "--model", write("k.yaml", "model: x\nhints: {}\n"), "--show-hints" },
         "k.yaml", "unknown key 'hints'", "valid keys: name, model, recipe, quantization")
   fails({ "recipes/gemma3.lua", "--model", write("v.yaml", "model: x\nkernel_hints:\n  q_matmul: fastest\n"), "--show-hints" },
-        "v.yaml:3", "q_matmul=fastest is not valid", "valid values: fused, dequant_f16")
+        "v.yaml:3", "q_matmul=fastest is not valid", "valid values: auto, fused, dequant_f16")
   fails({ "recipes/gemma3.lua", "--model", write("u.yaml", "model: x\nkernel_hints:\n  q4k_speed: 1\n"), "--show-hints" },
         "u.yaml:3", "unknown hint 'q4k_speed'", "valid hints: act_dtype, attention_decode")
   fails({ "recipes/gemma3.lua", "--model", write("q.yaml", "model: x\nquantization: q2\n"), "--show-hints" },

@@ -148,12 +148,12 @@ R.add_rmsnorm = function(ctx, n)
   })
 end
 
--- The f16 copy of a quantised weight for q_matmul=dequant_f16: made once per plan (dequant.comp run
--- at compile time on its own recorder), shared by every linear of the plan that reads the weight.
+-- The f16 copy of a quantised weight for q_matmul=dequant_f16: made once per weight tensor (dequant.comp
+-- run at compile time on its own recorder) and shared by every plan and linear that reads the weight;
+-- it lives as long as the weight does (weak keys).
+local f16_copies = setmetatable({}, { __mode = "k" })
 local function dequant_f16(ctx, w)
-  ctx.dequantised = ctx.dequantised or {}
-  local name = w.attrs.name or tostring(w)
-  local t = ctx.dequantised[name]
+  local t = f16_copies[ctx.t(w)]
   if t then return t end
   local N, K = w.bshape[1], w.bshape[2]
   t = ctx.dev:tensor { dtype = "f16", shape = { N, K } }
@@ -166,12 +166,23 @@ local function dequant_f16(ctx, w)
   if ldef == "DP_LAYOUT_COL" then push.K = K end
   rec:dispatch(k, { gx, gy, 1 }, push)
   rec:run()
-  ctx.dequantised[name] = t
+  f16_copies[ctx.t(w)] = t
   return t
 end
 
--- y = x · Wᵀ (+ b). Decode-sized T uses the GEMV kernel (W streamed once for up to 4 tokens);
--- larger T the tiled GEMM. An output type other than the activations' (f32 logits) is a define.
+-- q_matmul=auto: the f16 copy where memory is plentiful (measured faster on the H100), fused blocks
+-- where it is not (a quantised model must still fit lavapipe's 2 GiB).
+local function q_matmul_mode(ctx, hints)
+  local mode = hints.q_matmul or "auto"
+  if mode ~= "auto" then return mode end
+  ctx.big_memory = ctx.big_memory or (ctx.dev:caps().device_local_bytes >= (16 << 30) and "yes" or "no")
+  return ctx.big_memory == "yes" and "dequant_f16" or "fused"
+end
+
+-- y = x · Wᵀ (+ b). Float weights use the GEMV kernel at every T (W streamed once per 4 tokens: on the
+-- H100 it beat the tiled GEMM for 32- and 512-token prompts, docs/BENCHMARKS.md); quantised weights use
+-- GEMV up to 4 tokens and the tiled GEMM beyond. hint matmul=gemm|gemv forces one. An output type other
+-- than the activations' (f32 logits) is a define.
 -- Quantised W: the fused kernels (gemv_q / gemm_q decode blocks in registers, in the tensor's layout), or
 -- with q_matmul=dequant_f16 the ordinary kernels on an f16 copy.
 R.linear = function(ctx, n)
@@ -181,7 +192,7 @@ R.linear = function(ctx, n)
   local T = numel(n.bshape) // N
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   local wt, qdef = ctx.t(w), Q_DEFINE[w.etype]
-  if qdef and hints.q_matmul == "dequant_f16" then
+  if qdef and q_matmul_mode(ctx, hints) == "dequant_f16" then
     wt, qdef = dequant_f16(ctx, w), nil
   end
   local defs
@@ -197,7 +208,7 @@ R.linear = function(ctx, n)
   local push = { x = ctx.t(x), w = wt, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0 }
   if b then push.bias = ctx.t(b) end
   local mode = hints.matmul or "auto"
-  if mode == "gemv" or (mode == "auto" and T <= 4) then
+  if mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
     local tt = math.min(T, 4)
     local rows = qdef and 4 or 2
     local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
