@@ -652,6 +652,33 @@ static dp_status ensure_begun(lua_recorder *r, dp_err *err)
     return DP_OK;
 }
 
+/* Fills a dispatch of kernel k from the push table at index `push` (tensors are kept alive by the
+** recorder at index 1). */
+static dp_dispatch *fill_dispatch(lua_State *L, lua_kernel *k, int push)
+{
+    dp_dispatch *d = lua_newuserdatauv(L, sizeof *d, 0);   /* large: keep it off the C stack */
+    dp_dispatch_init(d, k->k);
+    lua_pushnil(L);
+    while (lua_next(L, push)) {
+        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "dispatch: push members are set by name");
+        const char *name = lua_tostring(L, -2);
+        if (lua_type(L, -1) == LUA_TUSERDATA) {
+            dp_lua_tensor *t = dp_lua_check_tensor(L, -1);
+            dp_dispatch_tensor(d, name, t->t);
+            keep_alive(L, 1, -1);
+        } else if (lua_isboolean(L, -1)) {
+            dp_dispatch_number(d, name, lua_toboolean(L, -1));
+        } else {
+            int ok;
+            lua_Number v = lua_tonumberx(L, -1, &ok);
+            if (!ok) luaL_error(L, "dispatch: push member '%s' must be a number or a tensor", name);
+            dp_dispatch_number(d, name, v);
+        }
+        lua_pop(L, 1);
+    }
+    return d;
+}
+
 /* rec:dispatch(kernel, {gx, gy, gz}, {member = number | tensor, ...}) */
 static int recorder_dispatch(lua_State *L)
 {
@@ -668,28 +695,29 @@ static int recorder_dispatch(lua_State *L)
         }
         lua_pop(L, 1);
     }
-    dp_dispatch *d = lua_newuserdatauv(L, sizeof *d, 0);   /* large: keep it off the C stack */
-    dp_dispatch_init(d, k->k);
-    lua_pushnil(L);
-    while (lua_next(L, 4)) {
-        if (lua_type(L, -2) != LUA_TSTRING) return luaL_error(L, "dispatch: push members are set by name");
-        const char *name = lua_tostring(L, -2);
-        if (lua_type(L, -1) == LUA_TUSERDATA) {
-            dp_lua_tensor *t = dp_lua_check_tensor(L, -1);
-            dp_dispatch_tensor(d, name, t->t);
-            keep_alive(L, 1, -1);
-        } else if (lua_isboolean(L, -1)) {
-            dp_dispatch_number(d, name, lua_toboolean(L, -1));
-        } else {
-            int ok;
-            lua_Number v = lua_tonumberx(L, -1, &ok);
-            if (!ok) return luaL_error(L, "dispatch: push member '%s' must be a number or a tensor", name);
-            dp_dispatch_number(d, name, v);
-        }
-        lua_pop(L, 1);
-    }
+    dp_dispatch *d = fill_dispatch(L, k, 4);
     dp_err err = {0};
     if (ensure_begun(r, &err) != DP_OK || dp_recorder_dispatch(r->rec, d, g[0], g[1], g[2], &err) != DP_OK)
+        return dp_lua_raise(L, &err);
+    return 0;
+}
+
+/* rec:dispatch_indirect(kernel, groups, offset, {member = ...}): the group counts are read when the
+** command runs, from the u32 tensor `groups` at byte `offset` (x, y, z: a VkDispatchIndirectCommand).
+** A GPU-resident loop (doppler.loop) zeroes them to skip the work after a stop. */
+static int recorder_dispatch_indirect(lua_State *L)
+{
+    lua_recorder *r = check_recorder(L, 1);
+    lua_kernel *k = luaL_checkudata(L, 2, MT_KERNEL);
+    dp_lua_tensor *groups = dp_lua_check_tensor(L, 3);
+    lua_Integer offset = luaL_checkinteger(L, 4);
+    luaL_checktype(L, 5, LUA_TTABLE);
+    if (offset < 0) return luaL_error(L, "dispatch_indirect: offset %d is negative", (int)offset);
+    keep_alive(L, 1, 3);
+    dp_dispatch *d = fill_dispatch(L, k, 5);
+    dp_err err = {0};
+    if (ensure_begun(r, &err) != DP_OK ||
+        dp_recorder_dispatch_indirect(r->rec, d, &groups->t->buf, (uint64_t)offset, &err) != DP_OK)
         return dp_lua_raise(L, &err);
     return 0;
 }
@@ -763,7 +791,8 @@ void dp_lua_register_gpu(lua_State *L, int module)
         {"name", kernel_name}, {"push_members", kernel_push_members}, {NULL, NULL},
     };
     static const luaL_Reg recorder_methods[] = {
-        {"dispatch", recorder_dispatch}, {"barrier", recorder_barrier}, {"run", recorder_run},
+        {"dispatch", recorder_dispatch}, {"dispatch_indirect", recorder_dispatch_indirect},
+        {"barrier", recorder_barrier}, {"run", recorder_run},
         {"stats", recorder_stats},       {NULL, NULL},
     };
     struct { const char *name; const luaL_Reg *methods; lua_CFunction gc; lua_CFunction tostring; } types[] = {

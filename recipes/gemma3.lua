@@ -93,16 +93,16 @@ function R.forward(g, cfg, w, io)
   return logits
 end
 
--- Decoding: prefill the prompt, then step -> sample -> stop check. Each step replays the
--- recorded decode pass (one submit); greedy sampling happens inside it, so 4 bytes come back.
+-- Decoding: prefill the prompt, then step -> sample -> stop check (<eos>, <end_of_turn>, or max_tokens).
+-- With hint decode_chunk = N > 1, the GPU runs that loop itself for N steps per submit (doppler.loop:
+-- sampling and the stop check happen inside the recorded chunk) and the ids arrive chunk by chunk;
+-- with N = 1, or when every logits row is wanted (--logits-out), each step is its own submit.
 function R.decode(s, prompt, opts, emit)
+  local generate = require "doppler.generate"
   s:feed(prompt, opts.all_logits, opts.on_logits)
-  for i = 1, opts.max_tokens do
-    local id = opts.sampler:next()
-    if opts.stops[id] then break end          -- <eos> or <end_of_turn>
-    emit(id)
-    if i == opts.max_tokens and not opts.all_logits then break end
-    s:feed({ id }, opts.all_logits, opts.on_logits)
+  if not generate.chunked(s, opts) then return generate.steps(s, opts, emit) end
+  for ids in generate.chunks(s, opts) do
+    for _, id in ipairs(ids) do emit(id) end
   end
 end
 

@@ -16,6 +16,8 @@ M.known = {
                     doc = "activation element type (auto: f16, or f32 with precision=f32)" },
   prefill_chunk = { kind = "int", min = 1, default = 256, doc = "tokens per prefill pass (longer prompts run in chunks)" },
   context       = { kind = "int", min = 1, default = 4096, doc = "context length (KV cache positions)" },
+  decode_chunk  = { kind = "int", min = 1, default = 16,
+                    doc = "decode steps per submit, run by the GPU itself (sample, stop check, next step: doppler.loop); 1: one submit per token" },
   matmul        = { values = { "auto", "gemv", "gemm" }, default = "auto",
                     doc = "matrix kernel for T > 1 (auto: gemv for float weights, which beat the tiled gemm at every T measured on the H100; gemm_q for quantised ones)" },
   weight_quant  = { values = { "keep", "dequant" }, default = "keep",

@@ -89,7 +89,12 @@ function M.context(dev, plan, env)
   end
 
   function ctx.dispatch(kernel, gx, gy, gz, push)
-    plan.recorder:dispatch(kernel, { gx, gy, gz }, push)
+    if plan.calls then
+      -- loop mode (doppler.loop): the calls are recorded later, once per step of the chunk
+      plan.calls[#plan.calls + 1] = { kernel = kernel, groups = { gx, gy, gz }, push = push }
+    else
+      plan.recorder:dispatch(kernel, { gx, gy, gz }, push)
+    end
     ctx.dispatches = ctx.dispatches + 1
   end
   return ctx

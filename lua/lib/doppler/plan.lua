@@ -20,6 +20,8 @@
 --   arena = tensor | nil,            scratch memory to reuse (grown if too small: see p.arena_bytes)
 --   bound_outputs = { [name] = tensor }, outputs written straight into the caller's tensors
 --   hints = doppler.hints set,
+--   loop = nil | { steps = n, record = doppler.loop.record, ... },  a chunk of n decode steps in one
+--                                    recording (doppler.loop; the graph is the T = 1 decode step)
 -- }
 local Graph = require "doppler.graph"
 local lower = require "doppler.lower"
@@ -222,6 +224,7 @@ function M.compile(dev, graph, env)
 
   -- Lower and record.
   p.recorder = dev:recorder()
+  if env.loop then p.calls = {} end
   local ctx = lower.context(dev, p, env)
   for _, n in ipairs(nodes) do
     local rule = lower.rules[n.op]
@@ -229,6 +232,8 @@ function M.compile(dev, graph, env)
     rule(ctx, n)
   end
   p.dispatches = ctx.dispatches
+  -- A GPU-resident decode loop: the step's calls recorded env.loop.steps times (doppler.loop).
+  if env.loop then env.loop.record(dev, p, env.loop) end
   p.outputs = {}
   for name, n in pairs(graph.outputs) do p.outputs[name] = p.tensors[copy_of[n]] end
   return p

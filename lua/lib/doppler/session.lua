@@ -3,6 +3,7 @@
 --   local s = session.open(recipe, model, { hints = h, context = 4096 })
 --   s:prefill(ids)            -- the prompt, in chunks of hints.prefill_chunk; returns the last logits row
 --   local id = s:decode(tok)  -- one token in, logits -> the sampler -> the next id (4 bytes read back)
+--   local ids, why = s:decode_chunk(id, steps, limit, stops)  -- many steps in one submit (doppler.loop)
 --   s:logits()                -- the last pass's logits rows (host floats), when asked for
 --   s:reset()                 -- forget the context (positions restart at 0)
 --   s.passes, s.upload_bytes, s.readback_bytes   -- counters since open (doppler.profile, benchmarks)
@@ -14,6 +15,7 @@ local Graph = require "doppler.graph"
 local plan = require "doppler.plan"
 local weights = require "doppler.weights"
 local rope = require "doppler.rope"
+local loop = require "doppler.loop"
 
 local M = {}
 local Session = {}
@@ -213,6 +215,66 @@ function Session:plan_for(T, all_rows)
   end
   self.plans[key] = p
   return p
+end
+
+-- The plan of a chunk of `steps` decode steps run by the GPU itself (doppler.loop).
+function Session:loop_plan(steps)
+  local key = "L" .. steps
+  local p = self.plans[key]
+  if p then return p end
+  self:plan_for(1, false)   -- the inputs and the arena, as for a step
+  local bufs = loop.buffers(self.dev, steps)
+  local env = {
+    T = 1, act = self.act, kv = self.kv, hints = self.hints,
+    weights = self.weights, states = self.states,
+    inputs = {
+      ids = self.inputs.ids:view { offset = 0, dtype = "u32", shape = { 1 } },
+      pos = self.inputs.pos:view { offset = 0, dtype = "u32", shape = { 1 } },
+    },
+    constants = function(name, values) return self:constant(name, values) end,
+    arena = self.arena,
+    bound_outputs = { next = self.inputs.next },
+  }
+  env.loop = { steps = steps, record = loop.record, next = self.inputs.next, ids = env.inputs.ids,
+               pos = env.inputs.pos, state = bufs.state, out = bufs.out }
+  p = plan.compile(self.dev, self:graph(false), env)
+  if p.arena ~= self.arena then self.arena = p.arena end
+  p.loop_bufs = bufs
+  self.plans[key] = p
+  return p
+end
+
+-- One submit for many tokens: feeds `id` at self.pos, then lets the GPU go on by itself (sample, stop
+-- check, next step) for at most steps - 1 more tokens, of which at most `limit` are emitted; `stops` is a
+-- list of stop ids. Returns the ids the GPU emitted (not `id`, not a stop id) and why it ended
+-- (doppler.loop: RUNNING = the last step's pick is pending, as after a pass: s:next_argmax(); STOP_ID;
+-- LIMIT; NO_CANDIDATE). Exactly the ids the step-by-step loop (pass, next_argmax, ...) produces.
+function Session:decode_chunk(id, steps, limit, stops)
+  if steps <= 1 or limit < 1 or #stops > loop.MAX_STOPS or self.pos + steps > self.context then
+    -- a single step (also near the end of the context, where the step reports a full context)
+    self:pass({ id }, 1, 1, false)
+    return {}, loop.RUNNING
+  end
+  if id < 0 or id >= self.cfg.vocab_size then
+    error(("token id %d is outside the vocabulary (0..%d)"):format(id, self.cfg.vocab_size - 1), 0)
+  end
+  local p = self:loop_plan(steps)
+  local state = { 0, 0, limit, #stops }
+  for i, s in ipairs(stops) do state[4 + i] = s end
+  p.loop_bufs.state:upload(state)
+  self.inputs.ids:upload({ id })
+  self.inputs.pos:upload({ self.pos })
+  self.upload_bytes = self.upload_bytes + 8 + 4 * #state
+  p:run()
+  self.passes = self.passes + 1
+  self.last_plan = p
+  local st = p.loop_bufs.state:download({ dtype = "u32", count = 2 })
+  local n = st[2]
+  local ids = n > 0 and p.loop_bufs.out:download({ dtype = "u32", count = n }) or {}
+  -- the last token fed is in the inputs (the advance kernel wrote it there)
+  self.pos = self.inputs.pos:download({ dtype = "u32", count = 1 })[1] + 1
+  self.readback_bytes = self.readback_bytes + 12 + 4 * n
+  return ids, st[1]
 end
 
 -- Runs ids[first..last] at positions self.pos.. as one pass; returns the plan (its outputs).

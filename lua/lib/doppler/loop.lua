@@ -1,0 +1,65 @@
+-- doppler.loop: a GPU-resident decode loop. One recording (one submit) runs a chunk of decode steps:
+--
+--   step, advance, step, advance, ..., step          (`steps` steps, steps - 1 advances)
+--
+-- A step is the T = 1 decode pass (the recipe's graph, compiled by doppler.plan); it reads the token and
+-- its position from the session's input buffers and leaves the sampled id in `next`. The advance kernel
+-- (shaders/loop/advance.comp) does what the host's step-by-step loop (doppler.generate) does between two
+-- passes: a stop id ends the chunk; otherwise the id is emitted into an out ring and, unless it was the
+-- last token allowed, written to the inputs as the next step's token at the next position. Everything
+-- position-dependent already comes from those buffers (that is what lets one recorded pass replay token
+-- after token), so the chunk is the step's dispatches recorded `steps` times.
+--
+-- Work after a stop is skipped on the GPU: every kernel of the steps is dispatched indirectly, its group
+-- counts read from `args` (one entry per distinct group shape), which the advance kernel zeroes when it
+-- stops; the chunk begins by restoring them from a template. No shader had to learn an early-exit flag.
+-- The host reads back the out ring and a state word once per chunk.
+local M = {}
+
+-- Most stop ids the advance kernel checks (state words 4..); more fall back to the step-by-step loop.
+M.MAX_STOPS = 60
+
+-- Stop reasons (state word 0).
+M.RUNNING, M.STOP_ID, M.LIMIT, M.NO_CANDIDATE = 0, 1, 2, 3
+
+-- Buffers a session's loop plans share: lp = { state = u32 [4 + MAX_STOPS], out = u32 [steps] }, host-mapped.
+function M.buffers(dev, steps)
+  return {
+    state = dev:tensor { dtype = "u32", shape = { 4 + M.MAX_STOPS }, host = true },
+    out = dev:tensor { dtype = "u32", shape = { steps }, host = true },
+  }
+end
+
+-- Records plan p's calls (p.calls, collected by doppler.lower in loop mode) as a chunk.
+-- L = { steps, next, ids, pos (tensors the step reads/writes), state, out (from M.buffers) }.
+function M.record(dev, p, L)
+  local slot, counts = {}, {}
+  for _, c in ipairs(p.calls) do
+    local key = table.concat(c.groups, ",")
+    if not slot[key] then
+      slot[key] = #counts // 3
+      for i = 1, 3 do counts[#counts + 1] = c.groups[i] end
+    end
+    c.offset = slot[key] * 12
+  end
+  local n_args = #counts // 3
+  p.loop_args = dev:tensor { dtype = "u32", shape = { #counts } }
+  p.loop_tmpl = dev:tensor { dtype = "u32", shape = { #counts } }
+  p.loop_tmpl:upload(counts)
+  local adv = dev:kernel { file = "loop/advance.comp" }
+  local function advance(mode)
+    p.recorder:dispatch(adv, { 1, 1, 1 }, {
+      next = L.next, ids = L.ids, pos = L.pos, state = L.state, out_ids = L.out,
+      args = p.loop_args, tmpl = p.loop_tmpl, n_args = n_args, mode = mode,
+    })
+  end
+  advance(0)
+  for s = 1, L.steps do
+    for _, c in ipairs(p.calls) do p.recorder:dispatch_indirect(c.kernel, p.loop_args, c.offset, c.push) end
+    if s < L.steps then advance(1) end
+  end
+  p.loop_steps = L.steps
+  p.dispatches = p.dispatches * L.steps + L.steps
+end
+
+return M

@@ -1,0 +1,112 @@
+-- The GPU-resident decode loop (doppler.loop, hint decode_chunk): on the gemma3-tiny and llama3-tiny
+-- fixtures, greedy and seeded sampling give exactly the ids of the step-by-step loop (decode_chunk = 1)
+-- for chunks of 16 and 5 and lengths that are not a multiple of the chunk; a stop id ends generation at
+-- the same place, with nothing emitted after it and the position where the step-by-step loop leaves it;
+-- the steps after a stop do no work (their indirect group counts are zero); and a chunk is one submit.
+package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
+local check = require "lib.check"
+local doppler = require "doppler"
+local session = require "doppler.session"
+local hints = require "doppler.hints"
+local recipes = require "doppler.recipes"
+local sampler = require "doppler.sampler"
+local generate = require "doppler.generate"
+
+local PROMPT = { 2, 10, 20, 30, 7 }
+
+local function open(name)
+  local path = check.fixtures .. "/models/" .. name
+  local m = doppler.open_model(path)
+  local recipe = recipes.for_config(doppler.read_json(path .. "/config.json"), path)
+  local h = hints.new()
+  local s = session.open(recipe, m, { hints = h, context = 128 })
+  return { s = s, h = h, recipe = recipe, model = m }
+end
+
+-- Generates with the recipe's decode loop; returns the ids, the final position and the submits made.
+local function run(M, chunk, sopts, max_tokens, stops)
+  M.h:set("decode_chunk", chunk, "test")
+  M.s:reset()
+  local smp = sampler.new(M.s, sopts)
+  local ids = {}
+  local sub0 = M.s.dev:submits()
+  local decode = M.recipe.decode or generate.decode
+  decode(M.s, PROMPT, { max_tokens = max_tokens, sampler = smp, stops = stops or {} },
+         function(id) ids[#ids + 1] = id end)
+  return ids, M.s.pos, M.s.dev:submits() - sub0
+end
+
+local SETTINGS = {
+  { name = "greedy", opts = { temperature = 0 } },
+  { name = "seeded temperature", opts = { temperature = 6, seed = 3 } },
+  { name = "penalty + top-p", opts = { temperature = 3, top_p = 0.9, repeat_penalty = 1.5, seed = 77 } },
+}
+
+for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
+  local M = open(name)
+  for _, st in ipairs(SETTINGS) do
+    check.case(("%s, %s: chunks of 16 and 5 give the step-by-step ids"):format(name, st.name), function()
+      for _, n in ipairs({ 1, 7, 23, 40 }) do
+        local want, want_pos = run(M, 1, st.opts, n)
+        check.eq(#want, n, "step-by-step ids")
+        for _, chunk in ipairs({ 16, 5, 2 }) do
+          local got, pos = run(M, chunk, st.opts, n)
+          check.eq(check.join(got), check.join(want), ("ids, %d tokens in chunks of %d"):format(n, chunk))
+          check.eq(pos, want_pos, ("position after %d tokens in chunks of %d"):format(n, chunk))
+        end
+      end
+    end)
+  end
+
+  check.case(name .. ": a stop id ends generation at the same place in every mode", function()
+    local all = run(M, 1, { temperature = 6, seed = 5 }, 30)
+    -- stop at a token first seen at index 9 or later (inside the first or second chunk)
+    for _, at in ipairs({ 2, 9, 12, 17 }) do
+      local stop_id = all[at]
+      local first = at
+      for i = 1, at do if all[i] == stop_id then first = i; break end end
+      local stops = { [stop_id] = true }
+      local want, want_pos = run(M, 1, { temperature = 6, seed = 5 }, 30, stops)
+      check.eq(#want, first - 1, "step-by-step ids before the stop")
+      for _, chunk in ipairs({ 16, 5 }) do
+        local got, pos = run(M, chunk, { temperature = 6, seed = 5 }, 30, stops)
+        check.eq(check.join(got), check.join(want), ("ids before stop %d, chunks of %d"):format(stop_id, chunk))
+        check.eq(pos, want_pos, ("position after stop %d, chunks of %d"):format(stop_id, chunk))
+      end
+    end
+  end)
+
+  check.case(name .. ": the steps after a stop do no work (zeroed indirect group counts)", function()
+    local S = { temperature = 6, seed = 5 }
+    local all = run(M, 1, S, 16)
+    local at                                      -- a token first generated at index 3..16
+    for i = 3, 16 do
+      local seen = false
+      for j = 1, i - 1 do seen = seen or all[j] == all[i] end
+      if not seen then at = i; break end
+    end
+    check.truthy(at, "a token first generated inside the first chunk: " .. check.join(all))
+    local ids, pos = run(M, 16, S, 30, { [all[at]] = true })
+    check.eq(#ids, at - 1, "ids before the stop")
+    check.eq(pos, #PROMPT + at - 1, "position after the stop")
+    local p = M.s.last_plan
+    check.truthy(p.loop_args, "the last plan is a loop chunk")
+    for i, v in ipairs(p.loop_args:download({ dtype = "u32" })) do check.eq(v, 0, "indirect group count " .. i) end
+    local tmpl = p.loop_tmpl:download({ dtype = "u32" })
+    local nonzero = 0
+    for _, v in ipairs(tmpl) do if v > 0 then nonzero = nonzero + 1 end end
+    check.eq(nonzero, #tmpl, "every template group count is positive")
+  end)
+
+  check.case(name .. ": one submit per chunk", function()
+    local _, _, per_step = run(M, 1, { temperature = 0 }, 33)
+    run(M, 16, { temperature = 0 }, 33)           -- the first run records the chunk (and uploads)
+    local _, _, chunked = run(M, 16, { temperature = 0 }, 33)
+    -- prefill: 1 submit; then 32 fed tokens: 32 steps, or 2 chunks of 16
+    check.eq(per_step, 1 + 32, "submits step by step")
+    check.eq(chunked, 1 + 2, "submits in chunks of 16")
+  end)
+  M.model:close()
+end
+
+check.done()
