@@ -6,7 +6,8 @@
 --      and the T = 1 decode step, so no timed run compiles anything);
 --   3. --runs timed runs. A run = reset the context, feed a pseudo-random prompt of --prompt-tokens ids
 --      (prefill), read back the first id (TTFT), then --tokens decode steps (feed the last id, read back
---      the next). Stop tokens are ignored so that every run decodes exactly --tokens steps.
+--      the next; with hint decode_chunk = N > 1 up to N steps per submit, the GPU-resident loop). Stop
+--      tokens are ignored so that every run decodes exactly --tokens steps.
 -- Each timed run prints one JSON line (sorted keys; docs/BENCHMARKS.md lists them), or with --table
 -- one row of a markdown table printed at the end. Times are wall clock on the host (doppler.clock):
 -- each pass is submitted and waited for, so they include submission and read-back latency.
@@ -105,6 +106,32 @@ local function hints_text(tbl)
 end
 M.hints_text = hints_text
 
+-- `steps` decode steps from the pick `id`: feed it, read the next. With hint decode_chunk = N > 1, the
+-- GPU-resident loop (doppler.loop) runs up to N steps per submit; a chunk's wall time is shared evenly
+-- by its steps in lat (seconds per step) when given.
+function M.decode_steps(s, smp, id, steps, lat)
+  local chunk = s.hints:get("decode_chunk")
+  local done = 0
+  while done < steps do
+    local t = doppler.clock()
+    local n
+    if chunk > 1 then
+      local ids, why = s:decode_chunk(id, chunk, steps - done, {})
+      -- the last id emitted (LIMIT) or the pending pick (RUNNING) is the one fed next
+      if why == 3 then error("sampling: the last logits row has no candidate (all NaN or -inf)", 0) end
+      if why == 2 then n = #ids; id = ids[#ids] else n = #ids + 1; id = smp:next() end
+    else
+      s:feed({ id })
+      id = smp:next()
+      n = 1
+    end
+    local dt = (doppler.clock() - t) / n
+    for i = done + 1, done + n do if lat then lat[i] = dt end end
+    done = done + n
+  end
+  return id
+end
+
 -- One run: prefill `prompt`, read the first id, then `steps` decode steps. Returns timings and counters.
 function M.run_once(s, smp, prompt, steps)
   s:reset()
@@ -116,12 +143,7 @@ function M.run_once(s, smp, prompt, steps)
   local t_first = doppler.clock()
   local b = profile.snapshot(s)
   local lat = {}
-  for i = 1, steps do
-    local t = doppler.clock()
-    s:feed({ id })
-    id = smp:next()
-    lat[i] = doppler.clock() - t
-  end
+  M.decode_steps(s, smp, id, steps, lat)
   local c = profile.snapshot(s)
   local decode_s = c.t - b.t
   local r = {
@@ -147,10 +169,7 @@ function M.profiled(s, smp, prompt, steps)
   local id = smp:next()
   local pre = profile.kernel_ms(dev, 1)
   profile.clear(dev)
-  for _ = 1, steps do
-    s:feed({ id })
-    id = smp:next()
-  end
+  M.decode_steps(s, smp, id, steps)
   local dec = profile.kernel_ms(dev, steps)
   dev:profile(false)
   s:drop_plans()

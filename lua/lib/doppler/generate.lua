@@ -12,24 +12,30 @@ local function stop_list(stops)
   return l
 end
 
--- An iterator over the generated ids, a list per chunk (stop ids excluded), after s:feed(prompt):
+-- An iterator over the generated ids (stop ids excluded), in lists, after s:feed(prompt):
 --   for ids in generate.chunks(s, opts) do ... end
--- opts: max_tokens, sampler, stops (id -> true).
+-- opts: max_tokens, sampler, stops (id -> true). It alternates between the pick of the last pass (one
+-- id, known before the next submit: the first token is not held back) and the ids a chunk of
+-- decode_chunk steps emitted on the GPU (up to decode_chunk - 1, possibly none).
 function M.chunks(s, opts)
   local steps = s.hints:get("decode_chunk")
   local stops = stop_list(opts.stops)
-  local left, done = opts.max_tokens, false
+  local left, done, pending = opts.max_tokens, false, nil
   return function()
-    if done or left <= 0 then return nil end
-    local id = opts.sampler:next()   -- the pick of the last pass (or of the last chunk's last step)
-    if opts.stops[id] then done = true; return nil end
-    left = left - 1
-    if left == 0 then done = true; return { id } end
-    local ids, why = s:decode_chunk(id, steps, left, stops)
+    if done then return nil end
+    if not pending then
+      if left <= 0 then return nil end
+      local id = opts.sampler:next()   -- the pick of the last pass (or of the last chunk's last step)
+      if opts.stops[id] then done = true; return nil end
+      left = left - 1
+      if left == 0 then done = true else pending = id end
+      return { id }
+    end
+    local ids, why = s:decode_chunk(pending, steps, left, stops)
+    pending = nil
     if why == 3 then error("sampling: the last logits row has no candidate (all NaN or -inf)", 0) end
     left = left - #ids
     if why ~= 0 then done = true end
-    table.insert(ids, 1, id)
     return ids
   end
 end

@@ -271,9 +271,9 @@ function Session:decode_chunk(id, steps, limit, stops)
   local st = p.loop_bufs.state:download({ dtype = "u32", count = 2 })
   local n = st[2]
   local ids = n > 0 and p.loop_bufs.out:download({ dtype = "u32", count = n }) or {}
-  -- the last token fed is in the inputs (the advance kernel wrote it there)
-  self.pos = self.inputs.pos:download({ dtype = "u32", count = 1 })[1] + 1
-  self.readback_bytes = self.readback_bytes + 12 + 4 * n
+  -- fed: `id`, then every emitted id but one that reached the limit
+  self.pos = self.pos + 1 + n - (st[1] == loop.LIMIT and 1 or 0)
+  self.readback_bytes = self.readback_bytes + 8 + 4 * n
   return ids, st[1]
 end
 
