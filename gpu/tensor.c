@@ -6,35 +6,35 @@
 #include <string.h>
 
 #include "gpu/device_impl.h"
+#include "core/tensor.h"
 #include "gpu/tensor.h"
 #include "gpu/vkcheck.h"
 
-static dp_status check_shape(const char *op, dp_dtype dtype, uint32_t ndim, const uint64_t *shape, uint64_t *numel,
+/* The contiguous layout of a shape (core/tensor.h checks dims, blocks and overflow). */
+static dp_status check_shape(const char *op, dp_dtype dtype, uint32_t ndim, const uint64_t *shape, dp_layout *l,
                              uint64_t *bytes, dp_err *err)
 {
-    if (!dp_dtype_get(dtype)) return DP_FAIL(err, DP_EINVAL, "%s: unknown dtype %d", op, (int)dtype);
-    if (ndim < 1 || ndim > DP_GTENSOR_MAX_DIMS)
-        return DP_FAIL(err, DP_EINVAL, "%s: %u dimensions (1..%d allowed)", op, ndim, DP_GTENSOR_MAX_DIMS);
-    uint64_t n = 1;
-    for (uint32_t i = 0; i < ndim; i++) {
-        if (shape[i] == 0) return DP_FAIL(err, DP_EINVAL, "%s: dimension %u is 0", op, i);
-        if (n > UINT64_MAX / shape[i]) return DP_FAIL(err, DP_EINVAL, "%s: shape overflows", op);
-        n *= shape[i];
-    }
-    bool ok = true;
-    size_t b = dp_dtype_bytes(dtype, n, &ok);
-    if (!ok)
-        return DP_FAIL(err, DP_EINVAL, "%s: %llu elements is not a multiple of %s's block of %u", op,
-                       (unsigned long long)n, dp_dtype_name(dtype), dp_dtype_get(dtype)->block);
-    *numel = n;
-    *bytes = b;
+    dp_err e = {0};
+    if (dp_layout_contiguous(l, dtype, ndim, shape, &e) != DP_OK) return DP_FAIL(err, e.status, "%s: %s", op, e.msg);
+    *bytes = dp_layout_end(l);
     return DP_OK;
 }
 
-static void set_shape(dp_gtensor *t, uint32_t ndim, const uint64_t *shape)
+static void set_layout(dp_gtensor *t, const dp_layout *l)
 {
-    t->ndim = ndim;
-    for (uint32_t i = 0; i < DP_GTENSOR_MAX_DIMS; i++) t->shape[i] = i < ndim ? shape[i] : 1;
+    t->ndim = l->ndim;
+    for (uint32_t i = 0; i < DP_GTENSOR_MAX_DIMS; i++) {
+        t->shape[i] = l->shape[i];
+        t->stride[i] = l->stride[i];
+    }
+    t->numel = dp_layout_numel(l);
+}
+
+bool dp_gtensor_is_contiguous(const dp_gtensor *t)
+{
+    dp_layout l = {.dtype = t->dtype, .ndim = t->ndim};
+    for (uint32_t i = 0; i < DP_GTENSOR_MAX_DIMS; i++) l.shape[i] = t->shape[i], l.stride[i] = t->stride[i];
+    return dp_layout_is_contiguous(&l);
 }
 
 dp_status dp_gtensor_create(dp_device *dev, dp_dtype dtype, uint32_t ndim, const uint64_t *shape, dp_gtensor **out,
@@ -47,21 +47,21 @@ dp_status dp_gtensor_create_in(dp_device *dev, dp_mem kind, dp_dtype dtype, uint
                                dp_gtensor **out, dp_err *err)
 {
     dp_status st;
-    uint64_t numel, bytes;
+    dp_layout l;
+    uint64_t bytes;
     *out = NULL;
-    if ((st = check_shape("tensor", dtype, ndim, shape, &numel, &bytes, err)) != DP_OK) return st;
+    if ((st = check_shape("tensor", dtype, ndim, shape, &l, &bytes, err)) != DP_OK) return st;
     dp_gtensor *t = calloc(1, sizeof *t);
     if (!t) return DP_FAIL(err, DP_ENOMEM, "out of host memory creating a tensor");
     char what[96];
     t->dtype = dtype;
-    set_shape(t, ndim, shape);
+    set_layout(t, &l);
     dp_gtensor_describe(t, what, sizeof what);
     if ((st = dp_pool_acquire(dev->pool, kind, bytes, what, &t->buf, err)) != DP_OK) {
         free(t);
         return st;
     }
     t->dev = dev;
-    t->numel = numel;
     t->bytes = bytes;
     t->root = t;
     t->refs = 1;
@@ -72,10 +72,23 @@ dp_status dp_gtensor_create_in(dp_device *dev, dp_mem kind, dp_dtype dtype, uint
 dp_status dp_gtensor_view(dp_gtensor *parent, uint64_t off, dp_dtype dtype, uint32_t ndim, const uint64_t *shape,
                           dp_gtensor **out, dp_err *err)
 {
+    return dp_gtensor_view_strided(parent, off, dtype, ndim, shape, NULL, out, err);
+}
+
+dp_status dp_gtensor_view_strided(dp_gtensor *parent, uint64_t off, dp_dtype dtype, uint32_t ndim,
+                                  const uint64_t *shape, const uint64_t *strides, dp_gtensor **out, dp_err *err)
+{
     dp_status st;
-    uint64_t numel, bytes;
+    dp_layout l;
+    uint64_t bytes;
     *out = NULL;
-    if ((st = check_shape("view", dtype, ndim, shape, &numel, &bytes, err)) != DP_OK) return st;
+    if ((st = check_shape("view", dtype, ndim, shape, &l, &bytes, err)) != DP_OK) return st;
+    if (strides) {
+        if (dp_dtype_get(dtype)->block > 1 && strides[ndim - 1] != 1)
+            return DP_FAIL(err, DP_EINVAL, "view: %s rows must be contiguous", dp_dtype_name(dtype));
+        for (uint32_t i = 0; i < ndim; i++) l.stride[i] = strides[i];
+        bytes = dp_layout_end(&l);
+    }
     if (off > parent->bytes || bytes > parent->bytes - off)
         return DP_FAIL(err, DP_EINVAL, "view: %llu bytes at offset %llu do not fit the parent's %llu bytes",
                        (unsigned long long)bytes, (unsigned long long)off, (unsigned long long)parent->bytes);
@@ -83,8 +96,7 @@ dp_status dp_gtensor_view(dp_gtensor *parent, uint64_t off, dp_dtype dtype, uint
     if (!t) return DP_FAIL(err, DP_ENOMEM, "out of host memory creating a view");
     t->dev = parent->dev;
     t->dtype = dtype;
-    set_shape(t, ndim, shape);
-    t->numel = numel;
+    set_layout(t, &l);
     t->bytes = bytes;
     t->buf = parent->buf;
     t->buf.offset += off;

@@ -23,8 +23,9 @@ typedef struct dp_gtensor {
     dp_dtype    dtype;
     uint32_t    ndim;
     uint64_t    shape[DP_GTENSOR_MAX_DIMS];   /* outermost first; unused dims are 1 */
+    uint64_t    stride[DP_GTENSOR_MAX_DIMS];  /* elements between neighbours per dim (core/tensor.h) */
     uint64_t    numel;
-    uint64_t    bytes;
+    uint64_t    bytes;        /* bytes the tensor spans: numel x size when contiguous, more when strided */
     dp_buffer   buf;          /* buf.addr: device address of element 0; buf.size == bytes */
     struct dp_gtensor *root;  /* the tensor owning the slice (itself when not a view) */
     uint32_t    refs;         /* root only: the tensor itself + its views */
@@ -41,6 +42,12 @@ dp_status dp_gtensor_create_in(dp_device *dev, dp_mem kind, dp_dtype dtype, uint
 /* A view of `parent` at byte_offset with its own dtype and shape; must lie inside the parent. */
 dp_status dp_gtensor_view(dp_gtensor *parent, uint64_t byte_offset, dp_dtype dtype, uint32_t ndim,
                           const uint64_t *shape, dp_gtensor **out, dp_err *err);
+/* A strided view: element (i0, i1, ...) at byte_offset + sum(i_k * strides[k]) elements. It spans
+** the bytes up to its last element (so barriers cover every byte a kernel may read), which must lie
+** inside the parent. Contiguous strides make it the same as dp_gtensor_view. */
+dp_status dp_gtensor_view_strided(dp_gtensor *parent, uint64_t byte_offset, dp_dtype dtype, uint32_t ndim,
+                                  const uint64_t *shape, const uint64_t *strides, dp_gtensor **out, dp_err *err);
+bool      dp_gtensor_is_contiguous(const dp_gtensor *t);
 /* Drops this handle; the memory goes back to the pool when the root and all its views are released. */
 void      dp_gtensor_release(dp_gtensor *t);   /* NULL-safe */
 

@@ -312,6 +312,17 @@ static int tensor_shape(lua_State *L)
     return 1;
 }
 
+static int tensor_strides(lua_State *L)
+{
+    dp_lua_tensor *t = dp_lua_check_tensor(L, 1);
+    lua_createtable(L, (int)t->t->ndim, 0);
+    for (uint32_t i = 0; i < t->t->ndim; i++) {
+        lua_pushinteger(L, (lua_Integer)t->t->stride[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
 static int tensor_dtype(lua_State *L)
 {
     lua_pushstring(L, tensor_dtype_name(dp_lua_check_tensor(L, 1)));
@@ -468,7 +479,8 @@ static int tensor_read(lua_State *L)
     return 1;
 }
 
-/* t:view{offset = bytes, dtype = , shape = {...}} -> a tensor sharing t's memory */
+/* t:view{offset = bytes, dtype = , shape = {...}, strides = {...}} -> a tensor sharing t's memory;
+** strides (elements, outermost first) make a strided view, e.g. one slice of a fused projection. */
 static int tensor_view(lua_State *L)
 {
     dp_lua_tensor *t = dp_lua_check_tensor(L, 1);
@@ -480,13 +492,25 @@ static int tensor_view(lua_State *L)
     bool is_u32 = t->is_u32;
     if (!lua_isnil(L, -1)) check_dtype(L, -1, &dt, &is_u32);
     lua_getfield(L, 2, "shape");
-    uint64_t shape[DP_GTENSOR_MAX_DIMS];
+    uint64_t shape[DP_GTENSOR_MAX_DIMS], strides[DP_GTENSOR_MAX_DIMS];
     int nd = read_shape(L, lua_gettop(L), shape);
-    lua_pop(L, 3);
+    bool strided = lua_getfield(L, 2, "strides") == LUA_TTABLE;
+    if (strided) {
+        if ((int)luaL_len(L, -1) != nd) return luaL_error(L, "view: %d strides for %d dimensions", (int)luaL_len(L, -1), nd);
+        for (int i = 0; i < nd; i++) {
+            lua_geti(L, -1, i + 1);
+            lua_Integer v = luaL_checkinteger(L, -1);
+            if (v < 0) return luaL_error(L, "view: stride %d is negative", i + 1);
+            strides[i] = (uint64_t)v;
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 4);
     if (off < 0) return luaL_error(L, "view: negative offset");
     dp_gtensor *v = NULL;
     dp_err err = {0};
-    if (dp_gtensor_view(t->t, (uint64_t)off, dt, (uint32_t)nd, shape, &v, &err) != DP_OK) return dp_lua_raise(L, &err);
+    if (dp_gtensor_view_strided(t->t, (uint64_t)off, dt, (uint32_t)nd, shape, strided ? strides : NULL, &v, &err) != DP_OK)
+        return dp_lua_raise(L, &err);
     dp_lua_push_tensor(L, v, is_u32, 1);
     return 1;
 }
@@ -784,6 +808,7 @@ void dp_lua_register_gpu(lua_State *L, int module)
     static const luaL_Reg tensor_methods[] = {
         {"upload", tensor_upload},   {"download", tensor_download}, {"read", tensor_read},
         {"view", tensor_view},       {"shape", tensor_shape},       {"dtype", tensor_dtype},
+        {"strides", tensor_strides},
         {"nbytes", tensor_nbytes},   {"numel", tensor_numel},       {"address", tensor_address},
         {"release", tensor_release}, {NULL, NULL},
     };

@@ -137,4 +137,17 @@ void dp_ref_weighted_sum(const float *x, const float *w, uint32_t T, uint32_t k,
 
 /* ==== end moe ================================================================================= */
 
+/* ==== fused projections (branch fuse) ======================================================== */
+
+/* y[t, n] = act(x[t] . wg[n]) * (x[t] . wu[n]): gate and up projections with the activation in one pass
+** (shaders/fused/gemv_multi.comp, DP_GLU). x [T, K], wg and wu [N, K], y [T, N]. */
+void dp_ref_glu_linear(dp_glu_kind kind, const float *x, const float *wg, const float *wu, float *y,
+                       uint32_t T, uint32_t N, uint32_t K);
+/* y[i] = x . w[i]^T (+ bias[i]) for i < count: linears of one input in one pass (Q, K, V projections).
+** w[i] [N[i], K], y[i] [T, N[i]]; bias NULL for none. */
+void dp_ref_multi_linear(const float *x, uint32_t T, uint32_t K, uint32_t count, const float *const *w,
+                         const float *const *bias, float *const *y, const uint32_t *N);
+
+/* ==== end fused projections ==================================================================== */
+
 #endif

@@ -21,33 +21,12 @@ local fixtures = {
 }
 
 local function logits_for(model, ids, extra)
-  local out = tmp .. "/logits.f32"
-  local args = { "run", "--model", model, "--ids", check.join(ids), "--max-tokens", "0", "--logits-out", out, "--quiet" }
-  for _, a in ipairs(extra or {}) do args[#args + 1] = a end
-  check.must_run(args)
-  return check.read_f32(out)
+  return check.logits("run", model, ids, extra, tmp .. "/logits.f32")
 end
 
--- Max abs difference over every row (NaN counts as infinite); also checks the value count.
-local function max_diff(a, b, T, V)
-  check.eq(#a, T * V, "logits values")
-  local worst, row = 0, -1
-  for i = 1, T * V do
-    local d = math.abs(a[i] - b[i])
-    if d ~= d then return math.huge, (i - 1) // V end
-    if d > worst then worst, row = d, (i - 1) // V end
-  end
-  return worst, row
-end
+local max_diff = check.max_diff
 
-local function argmax_row(l, V, t)
-  local best, id = -math.huge, 0
-  for i = 0, V - 1 do
-    local v = l[t * V + i + 1]
-    if v > best then best, id = v, i end
-  end
-  return id
-end
+local argmax_row = check.argmax_row
 
 local report = {}
 

@@ -1,21 +1,117 @@
 -- doppler.fusions: rewrite rules the plan compiler applies before lowering. A rule is Lua:
---   { name = "...", op = "mul", apply = function(node, ctx) ... end }
+--   { name = "...", op = "mul", apply = function(node, ctx) ... end, lower = function(ctx, node) ... end }
 -- `apply` looks at a node of kind `op` (and its inputs) and either returns nothing (no match)
--- or rewrites the node in place into a fused op whose lowering rule (doppler.lower) names its
--- kernel. Rules run on a copy of the graph's nodes, so one graph still compiles for any T.
--- A user adds a fusion with a Lua file that calls fusions.register{...} and a lowering rule.
+-- or rewrites the node in place into a fused op. A built-in rule's fused op has its lowering in
+-- doppler.lower; a rule that brings `lower` (a user's fusion: a Lua file plus a shader, no recompile)
+-- rewrites the node into op = rule.name, and `lower` records its kernels (ctx as in doppler.lower:
+-- ctx.kernel(file, defines, constants) takes an absolute shader path; a fusion file gets its own directory
+-- as its first argument, ...). Rules run on a copy of the graph's nodes, so one graph still compiles for any T.
+-- Loading: M.load(FILE) (the CLI's --fusions FILE). Switching off: hint fusion=off | a list of names to
+-- keep | "-name,..." to skip (docs/OPS.md, Fusions).
+local lower = require "doppler.lower"
+
 local M = { rules = {} }
 
+-- Registers (or, under the same name, replaces) a rule. Rules run in registration order, each over
+-- every node, so a later rule sees what an earlier one fused (qkv_linear after glu, for example).
 function M.register(rule)
-  assert(rule.name and rule.op and rule.apply, "fusion rule needs name, op and apply")
+  if type(rule) ~= "table" or type(rule.name) ~= "string" or type(rule.op) ~= "string"
+     or type(rule.apply) ~= "function" then
+    error("fusions.register: a rule needs name (string), op (string) and apply (function)", 2)
+  end
+  if rule.lower ~= nil then
+    if type(rule.lower) ~= "function" then error("fusions.register: " .. rule.name .. ": lower must be a function", 2) end
+    local existing = lower.rules[rule.name]
+    if existing and not M.owns_lowering(rule.name) then
+      error("fusions.register: " .. rule.name .. " names a built-in op; give the fused op another name", 2)
+    end
+    lower.rules[rule.name] = rule.lower
+    lower.strided[rule.name] = rule.strided
+  end
+  for i, r in ipairs(M.rules) do
+    if r.name == rule.name then M.rules[i] = rule; return rule end
+  end
   M.rules[#M.rules + 1] = rule
+  return rule
 end
 
--- ctx helpers given to rules: consumers(n) -> list of nodes reading n; order index.
-local function make_ctx(nodes)
-  local readers = {}
+function M.owns_lowering(name)
+  for _, r in ipairs(M.rules) do if r.name == name and r.lower then return true end end
+  return false
+end
+
+function M.names()
+  local t = {}
+  for i, r in ipairs(M.rules) do t[i] = r.name end
+  return t
+end
+
+-- Runs a user's fusion file: a Lua chunk that calls require("doppler.fusions").register{...}; its
+-- first argument (...) is the file's directory, for shader paths next to it. Errors name the file.
+function M.load(path)
+  local chunk, err = loadfile(path)
+  if not chunk then error("--fusions: " .. tostring(err), 0) end
+  local dir = path:match("^(.*)/[^/]*$") or "."
+  if dir:sub(1, 1) ~= "/" then
+    local cwd = os.getenv("PWD")
+    if cwd then dir = cwd .. "/" .. dir end
+  end
+  local ok, e = pcall(chunk, dir)
+  if not ok then error(("--fusions %s: %s"):format(path, tostring(e)), 0) end
+end
+
+-- The rules the hint `fusion` lets run: on (all), off (none), "a,b" (only those), "-a,-b" (all but those).
+-- A name no rule has is an error listing the registered ones.
+local function enabled_rules(env)
+  local v = env and env.hints and env.hints.values and env.hints.values.fusion or "on"
+  if v == "on" then return M.rules end
+  if v == "off" then return {} end
+  local known = {}
+  for _, r in ipairs(M.rules) do known[r.name] = true end
+  local only, skip = {}, {}
+  local any_only = false
+  for item in tostring(v):gmatch("[^,%s]+") do
+    local neg, name = item:match("^(%-?)(.+)$")
+    if not known[name] then
+      error(("hint fusion: no fusion named '%s'; registered: %s"):format(name, table.concat(M.names(), ", ")), 0)
+    end
+    if neg == "-" then skip[name] = true else only[name] = true; any_only = true end
+  end
+  local out = {}
+  for _, r in ipairs(M.rules) do
+    if not skip[r.name] and (not any_only or only[r.name]) then out[#out + 1] = r end
+  end
+  return out
+end
+
+-- ctx helpers given to rules: consumers(n) -> list of nodes reading n; order index. Made afresh for each
+-- rule, so a node an earlier rule made dead has no consumers.
+-- Live nodes: outputs, kept nodes, inputs and states, and everything they read (transitively). A fused
+-- node may read a leaf created after it (the K weight, made by the recipe after the Q linear), so this
+-- walks the inputs rather than the order.
+local function live_nodes(nodes)
+  local live, stack = {}, {}
   for _, n in ipairs(nodes) do
+    if n.is_output or n.keep or n.op == "input" or n.op == "state" then
+      live[n] = true
+      stack[#stack + 1] = n
+    end
+  end
+  while #stack > 0 do
+    local n = table.remove(stack)
     for _, i in ipairs(n.inputs) do
+      if not live[i] then live[i] = true; stack[#stack + 1] = i end
+    end
+  end
+  return live
+end
+
+-- Readers count only live nodes: a node an earlier rule left dead reads nothing.
+local function make_ctx(nodes, env)
+  local readers = {}
+  local live = live_nodes(nodes)
+  for _, n in ipairs(nodes) do
+    for _, i in ipairs(live[n] and n.inputs or {}) do
       readers[i] = readers[i] or {}
       table.insert(readers[i], n)
     end
@@ -34,6 +130,27 @@ local function make_ctx(nodes)
     return true
   end
   function ctx.is_output(n) return n.is_output end
+  ctx.env = env
+  ctx.hints = env and env.hints and env.hints.values or {}
+  -- Marks `n` as memory that the fused node `writer` fills: n keeps its place in the arena and its
+  -- readers; it reads nothing itself and moves to just before `writer` in the order (so its memory
+  -- is live from the write on, and a writer earlier than n itself is allowed).
+  function ctx.produced_by(n, writer)
+    n.op = "fused_output"
+    n.keep = true
+    n.inputs = {}
+    n.written_by = writer
+    writer.keep = true        -- n is kept, so its writer must run even if nothing reads its own value
+  end
+  -- Order of the first node that reads n's data, looking through views (a view reads nothing).
+  function ctx.first_read(n)
+    local first = math.huge
+    for _, r in ipairs(readers[n] or {}) do
+      if r.op == "view" then first = math.min(first, ctx.first_read(r))
+      else first = math.min(first, r.order) end
+    end
+    return first
+  end
   return ctx
 end
 
@@ -51,34 +168,27 @@ function M.apply(graph, env)
     copies[i] = c
   end
   for _, name in ipairs(graph.output_order) do map[graph.outputs[name]].is_output = true end
-  if env and env.hints and env.hints.values and env.hints.values.fusion == "off" then return copies, map end
-  local ctx = make_ctx(copies)
-  for _, rule in ipairs(M.rules) do
+  local rules = enabled_rules(env)
+  for _, rule in ipairs(rules) do
+    local ctx = make_ctx(copies, env)   -- readers as the earlier rules left them
     for _, n in ipairs(copies) do
       if n.op == rule.op then rule.apply(n, ctx) end
     end
   end
-  -- Nodes a fusion made dead (nothing live reads them, not an output) are dropped. Readers are
-  -- recomputed: the rules rewired inputs.
-  local readers = {}
+  -- Nodes a fusion made dead (nothing live reads them, not an output) are dropped.
+  local live = live_nodes(copies)
+  local out, before = {}, {}
   for _, n in ipairs(copies) do
-    for _, i in ipairs(n.inputs) do
-      readers[i] = readers[i] or {}
-      table.insert(readers[i], n)
+    if live[n] and n.written_by then
+      before[n.written_by] = before[n.written_by] or {}
+      table.insert(before[n.written_by], n)
     end
   end
-  local live = {}
-  for i = #copies, 1, -1 do
-    local n = copies[i]
-    local used = n.is_output or n.keep or n.op == "input" or n.op == "state"
-    if not used then
-      for _, r in ipairs(readers[n] or {}) do if live[r] then used = true; break end end
-    end
-    live[n] = used or nil
-  end
-  local out = {}
   for _, n in ipairs(copies) do
-    if live[n] then out[#out + 1] = n end
+    if live[n] and not n.written_by then
+      for _, f in ipairs(before[n] or {}) do out[#out + 1] = f end
+      out[#out + 1] = n
+    end
   end
   return out, map
 end
@@ -106,9 +216,66 @@ M.register {
     if sum.op ~= "add" or not ctx.unread_between(sum, sum, n) then return end
     n.op = "add_rmsnorm"
     n.inputs = { sum.inputs[1], sum.inputs[2], n.inputs[2], sum }
-    sum.op = "fused_output"   -- keeps its memory; the add_rmsnorm kernel writes it
-    sum.keep = true
-    sum.inputs = {}
+    ctx.produced_by(sum, n)   -- keeps its memory; the add_rmsnorm kernel writes it
+  end,
+}
+
+
+-- Float weights the fused GEMV reads (fused/gemv_multi.comp); quantised ones keep their own kernels.
+local FLOAT_W = { f32 = true, f16 = true, bf16 = true }
+
+-- A linear the fused projections can take: float weight, output in the activation type, read by someone.
+local function plain_linear(l, ctx)
+  return l.op == "linear" and FLOAT_W[l.inputs[2].dtype] and l.dtype == "act" and not l.is_output
+         and #ctx.consumers(l) > 0
+end
+
+-- glu(linear(h, Wg), linear(h, Wu))  ->  one GEMV pass reading both weight rows, the activation applied
+-- (fused/gemv_multi.comp with DP_GLU). Not with hint matmul=gemm, which asks for the tiled kernel.
+M.register {
+  name = "gate_up", op = "glu",
+  apply = function(n, ctx)
+    if ctx.hints.matmul == "gemm" then return end
+    local g, u = n.inputs[1], n.inputs[2]
+    if not (plain_linear(g, ctx) and plain_linear(u, ctx)) then return end
+    if #g.inputs ~= 2 or #u.inputs ~= 2 or g.inputs[1] ~= u.inputs[1] then return end
+    if g.inputs[2].dtype ~= u.inputs[2].dtype then return end
+    if not (ctx.only_reader(g, n) and ctx.only_reader(u, n)) then return end
+    n.op = "glu_linear"
+    n.attrs = { kind = n.attrs.kind }
+    n.inputs = { g.inputs[1], g.inputs[2], u.inputs[2] }
+  end,
+}
+
+-- Two or three linears of one input (Q, K and V projections; also gate and up where gate_up is off)
+-- -> one GEMV pass writing each output (fused/gemv_multi.comp). The first linear becomes the fused node;
+-- the others keep their memory and readers as fused_output nodes it writes. All must share the weight
+-- type and either all have a bias or none.
+M.register {
+  name = "qkv", op = "linear",
+  apply = function(n, ctx)
+    if ctx.hints.matmul == "gemm" or not plain_linear(n, ctx) then return end
+    local x = n.inputs[1]
+    local group = { n }
+    for _, r in ipairs(ctx.consumers(x)) do
+      if #group == 3 then break end
+      if r ~= n and r.order > n.order and r.inputs[1] == x and plain_linear(r, ctx)
+         and r.inputs[2].dtype == n.inputs[2].dtype and #r.inputs == #n.inputs then
+        group[#group + 1] = r
+      end
+    end
+    if #group < 2 then return end
+    local outs, ws, bs = {}, {}, (#n.inputs == 3) and {} or nil
+    local inputs = { x }
+    for i, l in ipairs(group) do
+      outs[i], ws[i] = l, l.inputs[2]
+      inputs[#inputs + 1] = l.inputs[2]
+      if bs then bs[i] = l.inputs[3]; inputs[#inputs + 1] = l.inputs[3] end
+    end
+    for i = 2, #group do ctx.produced_by(group[i], n) end
+    n.op = "qkv_linear"
+    n.attrs = { outputs = outs, weights = ws, biases = bs }
+    n.inputs = inputs
   end,
 }
 

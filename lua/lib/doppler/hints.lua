@@ -35,6 +35,8 @@ M.known = {
                     doc = "device storage order of quantised matrices kept as blocks (docs/QUANTIZATION.md, Weight layouts)" },
   q4k_layout    = { values = { "auto", "row_wise", "column_wise", "flat" }, default = "auto",
                     doc = "the same for Q4_K matrices (auto: as q_layout)" },
+  fusion        = { kind = "names", default = "on",
+                    doc = "fusion rules (docs/OPS.md, Fusions): on, off, NAME,NAME (only those) or -NAME,-NAME (all but those)" },
   q_layout_cache = { values = { "on", "off" }, default = "on",
                     doc = "keep repacked layouts in MODEL.doppler-cache/ next to the model file (skipped if not writable)" },
 }
@@ -49,6 +51,13 @@ end
 local function check(key, value, source)
   local h = M.known[key]
   if not h then error(("%s: unknown hint '%s'; valid hints: %s"):format(source, key, valid_list()), 0) end
+  if h.kind == "names" then   -- a word or a comma list of names (checked where they are used)
+    value = tostring(value)
+    if not value:match("^%-?[%w_]+$") and not value:match("^[%w_%-]+[%w_,%-]*$") then
+      error(("%s: hint %s wants on, off or a comma list of names, got '%s'"):format(source, key, value), 0)
+    end
+    return value
+  end
   if h.kind == "int" then
     local v = math.tointeger(tonumber(value))
     if not v or (h.min and v < h.min) then

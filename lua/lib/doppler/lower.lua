@@ -9,7 +9,8 @@ local R = M.rules
 
 -- Inputs (by position) each op's kernel reads with a row stride (node.row_stride, set by the plan
 -- for slices of a fused projection): linear's x, rope's x, attention's q/k/v, glu's gate/up.
-M.strided = { linear = { true }, rope = { true }, attention = { true, true, true }, glu = { true, true } }
+M.strided = { linear = { true }, rope = { true }, attention = { true, true, true }, glu = { true, true },
+              glu_linear = { true }, qkv_linear = { true } }
 
 local WG_MAX_GROUPS = 65535
 
@@ -56,6 +57,7 @@ function M.layout_of(t) return weight_layouts[t] or "row_wise" end
 
 function M.context(dev, plan, env)
   local ctx = { dev = dev, plan = plan, env = env, dispatches = 0, kernels = {} }
+  plan.kernel_log = {}   -- every dispatch's kernel, in order (tests check which kernels a fusion left)
 
   function ctx.t(node) return plan.tensors[node] end
 
@@ -96,6 +98,7 @@ function M.context(dev, plan, env)
       plan.recorder:dispatch(kernel, { gx, gy, gz }, push)
     end
     ctx.dispatches = ctx.dispatches + 1
+    plan.kernel_log[ctx.dispatches] = kernel
   end
   return ctx
 end
@@ -344,6 +347,47 @@ R.glu = function(ctx, n)
     gate = ctx.t(gate), up = ctx.t(up), y = ctx.t(n), n_tokens = T, F = F,
     gate_stride = gate.row_stride or F, up_stride = up.row_stride or F, kind = (n.attrs.kind == "silu") and 1 or 0,
   })
+end
+
+-- Fused projections (fusions.lua: gate_up, qkv): fused/gemv_multi.comp, the GEMV scheme of linear with
+-- several weights per pass. glu_linear: y = act(x·Wgᵀ) * (x·Wuᵀ); qkv_linear: two or three linears of one
+-- x, each into its own output (the node itself is the first; the others are fused_output nodes).
+local function gemv_multi(ctx, defs, rows_total, T, push)
+  local tt, rows = math.min(T, 4), 2
+  local k = ctx.kernel("fused/gemv_multi.comp", ctx.defines(defs), { WG = 128, ROWS = rows, TT = tt })
+  local nb = ceil_div(rows_total, rows)
+  local gx = math.min(nb, WG_MAX_GROUPS)
+  ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
+end
+
+R.glu_linear = function(ctx, n)
+  local x, wg, wu = n.inputs[1], n.inputs[2], n.inputs[3]
+  local N, K = n.bshape[#n.bshape], x.bshape[#x.bshape]
+  local T = numel(n.bshape) // N
+  gemv_multi(ctx, { "DP_GLU", ctx.weight_define(wg.etype, wg.attrs.name) }, N, T, {
+    x = ctx.t(x), wg = ctx.t(wg), wu = ctx.t(wu), y = ctx.t(n), T = T, N = N, K = K,
+    x_stride = x.row_stride or 0, kind = (n.attrs.kind == "silu") and 1 or 0,
+  })
+end
+
+R.qkv_linear = function(ctx, n)
+  local x = n.inputs[1]
+  local outs, ws, bs = n.attrs.outputs, n.attrs.weights, n.attrs.biases
+  local K = x.bshape[#x.bshape]
+  local T = numel(n.bshape) // n.bshape[#n.bshape]
+  local defs = { ctx.weight_define(ws[1].etype, ws[1].attrs.name) }
+  if bs then defs[#defs + 1] = "DP_BIAS" end
+  local push = { x = ctx.t(x), T = T, K = K, x_stride = x.row_stride or 0 }
+  local total = 0
+  for i = 1, 3 do
+    local j = math.min(i, #outs)   -- a pair repeats its last member with N2 = 0 (never read)
+    local o = outs[j]
+    local N = (i <= #outs) and o.bshape[#o.bshape] or 0
+    push["w" .. (i - 1)], push["y" .. (i - 1)], push["N" .. (i - 1)] = ctx.t(ws[j]), ctx.t(o), N
+    if bs then push["b" .. (i - 1)] = ctx.t(bs[j]) end
+    total = total + N
+  end
+  gemv_multi(ctx, defs, total, T, push)
 end
 
 -- Mixture of experts: routing (one invocation per token), the selected experts' products, the combine.

@@ -211,13 +211,16 @@ function M.compile(dev, graph, env)
       elseif n.op == "slice" then
         offset = n.attrs.from * ELT[n.etype]    -- only the first row is contiguous: users pass strides
       end
-      local shape = n.bshape
+      local strides
       if n.row_stride then
-        -- the view spans the strided rows (so that hazard tracking sees every byte the kernels touch)
-        local row = numel(n.bshape) // n.bshape[1]
-        shape = { (n.bshape[1] - 1) * n.row_stride + row }
+        -- a strided view: rows row_stride apart; it spans every byte the kernels touch, so the
+        -- recorder's hazard tracking sees them all
+        strides = {}
+        local inner = 1
+        for d = #n.bshape, 2, -1 do strides[d] = inner; inner = inner * n.bshape[d] end
+        strides[1] = n.row_stride
       end
-      t = src:view { offset = offset, dtype = n.etype, shape = shape }
+      t = src:view { offset = offset, dtype = n.etype, shape = n.bshape, strides = strides }
     end
     p.tensors[n] = t
   end

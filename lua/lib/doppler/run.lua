@@ -33,6 +33,7 @@ local function options(recipe_name)
       { "--logits-out", "FILE", "write f32 logits [T, V] for every position of prompt + generated ids" },
       { "--hints", "FILE", "a YAML mapping of hints (applied after the manifest's, before --hint)" },
       { "--hint", "KEY=VALUE", "kernel/precision hint (see --show-hints)", repeat_ = true },
+      { "--fusions", "FILE", "a Lua file registering fusion rules (docs/OPS.md, Fusions)", repeat_ = true },
       { "--show-hints", nil, "print every hint's effective value and its source, then exit" },
       { "--quiet", nil, "no progress or speed report on stderr" },
       { "--profile", nil, "report GPU time per kernel per token, submits, bytes read back, device memory (stderr)" },
@@ -123,6 +124,7 @@ function M.main(recipe, argv)
   h:apply(recipe.hints, "recipe " .. recipe.name)
   local path = resolve_model(o, h, recipe)
   h:apply_args(o.hint)
+  for _, f in ipairs(o.fusions or {}) do require("doppler.fusions").load(f) end
   if o.show_hints then
     print(h:describe())
     return 0

@@ -80,6 +80,38 @@ function M.must_run(args)
   return out, e
 end
 
+-- f32 logits [T, V] for every position of ids, through the CLI: `first` is a recipe file or "run".
+-- The file goes to out_path (a scratch path the caller owns).
+function M.logits(first, model, ids, extra, out_path)
+  local args = { first, "--model", model, "--ids", M.join(ids), "--max-tokens", "0", "--logits-out", out_path, "--quiet" }
+  for _, a in ipairs(extra or {}) do args[#args + 1] = a end
+  M.must_run(args)
+  return M.read_f32(out_path)
+end
+
+-- Max abs difference over every row of two [T, V] lists (NaN counts as infinite) and the row where it
+-- is; checks the value count first.
+function M.max_diff(a, b, T, V)
+  M.eq(#a, T * V, "logits values")
+  local worst, row = 0, -1
+  for i = 1, T * V do
+    local d = math.abs(a[i] - b[i])
+    if d ~= d then return math.huge, (i - 1) // V end
+    if d > worst then worst, row = d, (i - 1) // V end
+  end
+  return worst, row
+end
+
+-- The index of the largest value of row t (0-based) of a [T, V] list; ties go to the lower index.
+function M.argmax_row(l, V, t)
+  local best, id = -math.huge, 0
+  for i = 0, V - 1 do
+    local v = l[t * V + i + 1]
+    if v > best then best, id = v, i end
+  end
+  return id
+end
+
 -- "[1,2,3]" -> {1,2,3}
 function M.parse_ids(s)
   local ids = {}

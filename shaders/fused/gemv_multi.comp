@@ -1,0 +1,244 @@
+#version 460
+// gemv_multi: several GEMVs of one input in one pass (fused projections), the decode hot spot.
+//   default:  three linears of the same x:  y_i[t, n] = sum_k x[t, k] * W_i[n, k]  (+ b_i[n] with DP_BIAS)
+//             for i = 0, 1, 2 (Q, K and V projections; N2 = 0 makes it two). Rows of the three weights are
+//             one row space [0, N0 + N1 + N2); a workgroup's rows may straddle two weights.
+//   DP_GLU:   gate and up projections with the activation:  y[t, n] = act(x[t] · Wg[n]) * (x[t] · Wu[n])
+//             act = gelu_tanh (kind 0, GeGLU) | silu (kind 1, SwiGLU), the formulas of act/glu.comp; the
+//             two dot products stay in f32 (the unfused path rounds them to the activation type first).
+// Same scheme as matmul/gemv.comp: each workgroup owns ROWS rows and TT tokens, threads split K in 16-byte
+// chunks (vector path when K and the row strides allow, element loads otherwise), partial sums reduced with
+// subgroupAdd and across subgroups in shared memory. Every weight row is read once per TT tokens.
+// Dispatch: nb = ceil(rows / ROWS) row blocks (rows = N0 + N1 + N2, or N with DP_GLU), tb = ceil(T / TT):
+//   groups (gx, tb, gz), gx = min(nb, 65535), gz = ceil(nb / gx); row block = x + gx * z.
+// Push (by name):
+//   default: x ACT [T, x_stride]; w0, w1, w2 W [N_i, K]; y0, y1, y2 ACT [T, N_i]; b0, b1, b2 W [N_i] (DP_BIAS);
+//            T, N0, N1, N2, K, x_stride (0 = K)
+//   DP_GLU:  x; wg, wu W [N, K]; y ACT [T, N]; T, N, K, x_stride, kind
+// Spec constants: WG (default 128), ROWS (rows per workgroup, default 2), TT (tokens per workgroup, <= 4).
+//   Shared memory: 4 * NACC * WG bytes with NACC = ROWS * TT (x2 with DP_GLU).
+// Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16, DP_BIAS (default mode), DP_GLU.
+#include "dp_types.glsl"
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG   = 128;
+layout(constant_id = 1) const uint ROWS = 2;
+layout(constant_id = 2) const uint TT   = 1;
+
+#ifdef DP_GLU
+#define NW 2u                 // dot products per (row, token): gate and up
+#else
+#define NW 1u
+#endif
+#define NACC (ROWS * TT * NW)
+
+layout(push_constant) uniform Push {
+    ACT_In  x;
+#ifdef DP_GLU
+    W_In    wg;
+    W_In    wu;
+    ACT_Out y;
+#else
+    W_In    w0;
+    W_In    w1;
+    W_In    w2;
+    ACT_Out y0;
+    ACT_Out y1;
+    ACT_Out y2;
+#ifdef DP_BIAS
+    W_In    b0;
+    W_In    b1;
+    W_In    b2;
+#endif
+#endif
+    uint T;
+#ifdef DP_GLU
+    uint N;
+#else
+    uint N0;
+    uint N1;
+    uint N2;
+#endif
+    uint K;
+    uint x_stride;
+#ifdef DP_GLU
+    uint kind;
+#endif
+} p;
+
+#ifdef DP_W_F32
+#define VW 4u      // weights per 16-byte load
+#else
+#define VW 8u
+#endif
+
+// Partial sums of each subgroup: [NACC][WG] (WG bounds the number of subgroups for any subgroup size).
+shared float red[NACC * WG];
+
+// Widens one 16-byte chunk of weights into VW floats.
+void w_unpack(uvec4 u, inout float v[VW])
+{
+#if defined(DP_W_F32)
+    v[0] = uintBitsToFloat(u.x); v[1] = uintBitsToFloat(u.y);
+    v[2] = uintBitsToFloat(u.z); v[3] = uintBitsToFloat(u.w);
+#elif defined(DP_W_F16)
+    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
+    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
+#else   // bf16: element 2j is the low half of word j (little endian)
+    v[0] = uintBitsToFloat(u.x << 16); v[1] = uintBitsToFloat(u.x & 0xffff0000u);
+    v[2] = uintBitsToFloat(u.y << 16); v[3] = uintBitsToFloat(u.y & 0xffff0000u);
+    v[4] = uintBitsToFloat(u.z << 16); v[5] = uintBitsToFloat(u.z & 0xffff0000u);
+    v[6] = uintBitsToFloat(u.w << 16); v[7] = uintBitsToFloat(u.w & 0xffff0000u);
+#endif
+}
+
+// Loads x[k0 .. k0 + VW) of one token row (row base address xrow, 16-byte aligned on the vector path).
+void x_chunk(uint64_t xrow, uint k0, inout float v[VW])
+{
+#if defined(DP_ACT_F16) && !defined(DP_W_F32)       // 8 halves = one uvec4
+    uvec4 u = DP_RAW16_In(xrow).v[k0 / 8u];
+    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
+    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
+#elif defined(DP_ACT_F16)                           // 4 halves: element loads (x is small and cached)
+    ACT_In xr = ACT_In(xrow);
+    for (uint e = 0u; e < VW; ++e) v[e] = act_load(xr, k0 + e);
+#else                                               // f32: VW / 4 uvec4
+    DP_RAW16_In xr = DP_RAW16_In(xrow);
+    for (uint q = 0u; q < VW / 4u; ++q) {
+        uvec4 u = xr.v[k0 / 4u + q];
+        v[4u * q + 0u] = uintBitsToFloat(u.x); v[4u * q + 1u] = uintBitsToFloat(u.y);
+        v[4u * q + 2u] = uintBitsToFloat(u.z); v[4u * q + 3u] = uintBitsToFloat(u.w);
+    }
+#endif
+}
+
+
+// tanh without overflow for large |x| (as act/glu.comp).
+float safe_tanh(float x)
+{
+    float e = exp(-2.0 * abs(x));
+    return sign(x) * (1.0 - e) / (1.0 + e);
+}
+
+#ifndef DP_GLU
+// Row n of the joint row space -> which weight (0..2) and the row inside it.
+uint which(uint n, out uint local_row)
+{
+    if (n < p.N0) { local_row = n; return 0u; }
+    if (n < p.N0 + p.N1) { local_row = n - p.N0; return 1u; }
+    local_row = n - p.N0 - p.N1;
+    return 2u;
+}
+#endif
+
+void main()
+{
+    const uint tid = gl_LocalInvocationID.x;
+    const uint block = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z;
+    const uint n0 = block * ROWS;
+    const uint t0 = gl_WorkGroupID.y * TT;
+#ifdef DP_GLU
+    const uint NR = p.N;
+#else
+    const uint NR = p.N0 + p.N1 + p.N2;
+#endif
+    if (n0 >= NR || t0 >= p.T) return;             // uniform over the workgroup
+
+    const uint K  = p.K;
+    const uint xs = p.x_stride != 0u ? p.x_stride : K;
+
+    // Row base addresses (64-bit); rows and tokens past the end are clamped (their sums are dropped).
+    uint64_t wrow[ROWS * NW];
+    bool aligned = true;
+    for (uint r = 0u; r < ROWS; ++r) {
+        const uint n = min(n0 + r, NR - 1u);
+#ifdef DP_GLU
+        wrow[r * 2u]      = uint64_t(p.wg) + uint64_t(n) * uint64_t(K) * W_BYTES;
+        wrow[r * 2u + 1u] = uint64_t(p.wu) + uint64_t(n) * uint64_t(K) * W_BYTES;
+#else
+        uint lr;
+        const uint i = which(n, lr);
+        const uint64_t base = i == 0u ? uint64_t(p.w0) : (i == 1u ? uint64_t(p.w1) : uint64_t(p.w2));
+        wrow[r] = base + uint64_t(lr) * uint64_t(K) * W_BYTES;
+#endif
+    }
+    for (uint r = 0u; r < ROWS * NW; ++r) aligned = aligned && (wrow[r] & 15ul) == 0ul;
+    uint64_t xrow[TT];
+    for (uint t = 0u; t < TT; ++t)
+        xrow[t] = uint64_t(p.x) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(xs) * ACT_BYTES;
+
+    float acc[NACC];
+    for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;
+
+    const bool x_vec_ok =
+#if defined(DP_ACT_F16) && defined(DP_W_F32)
+        true;
+#else
+        (uint64_t(p.x) & 15ul) == 0ul && ((xs * ACT_BYTES) & 15u) == 0u;
+#endif
+    // The row addresses depend on the workgroup, so the test is per workgroup (still uniform within it).
+    const bool vec = (K % VW) == 0u && ((K * W_BYTES) & 15u) == 0u && aligned && x_vec_ok;
+
+    if (vec) {
+        const uint chunks = K / VW;
+        for (uint c = tid; c < chunks; c += WG) {
+            uvec4 raw[ROWS * NW];
+            for (uint r = 0u; r < ROWS * NW; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
+            for (uint t = 0u; t < TT; ++t) {
+                float xv[VW];
+                x_chunk(xrow[t], c * VW, xv);
+                for (uint r = 0u; r < ROWS * NW; ++r) {
+                    float wv[VW];
+                    w_unpack(raw[r], wv);
+                    float s = acc[r * TT + t];
+                    for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                    acc[r * TT + t] = s;
+                }
+            }
+        }
+    } else {
+        for (uint k = tid; k < K; k += WG) {
+            float wv[ROWS * NW];
+            for (uint r = 0u; r < ROWS * NW; ++r) wv[r] = w_load(W_In(wrow[r]), k);
+            for (uint t = 0u; t < TT; ++t) {
+                float xv = act_load(ACT_In(xrow[t]), k);
+                for (uint r = 0u; r < ROWS * NW; ++r) acc[r * TT + t] = fma(wv[r], xv, acc[r * TT + t]);
+            }
+        }
+    }
+
+    for (uint i = 0u; i < NACC; ++i) {
+        float s = subgroupAdd(acc[i]);
+        if (subgroupElect()) red[i * WG + gl_SubgroupID] = s;
+    }
+    barrier();
+    for (uint i = tid; i < ROWS * TT; i += WG) {
+        const uint r = i / TT, t = i % TT;
+        const uint n = n0 + r, tok = t0 + t;
+        if (n >= NR || tok >= p.T) continue;
+#ifdef DP_GLU
+        float g = 0.0, u = 0.0;
+        for (uint s = 0u; s < gl_NumSubgroups; ++s) {
+            g += red[((r * 2u) * TT + t) * WG + s];
+            u += red[((r * 2u + 1u) * TT + t) * WG + s];
+        }
+        float a;
+        if (p.kind == 0u) a = 0.5 * g * (1.0 + safe_tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+        else              a = g / (1.0 + exp(-g));
+        act_store(p.y, tok * p.N + n, a * u);
+#else
+        float s = 0.0;
+        for (uint g = 0u; g < gl_NumSubgroups; ++g) s += red[i * WG + g];
+        uint lr;
+        const uint w = which(n, lr);
+#ifdef DP_BIAS
+        s += w_load(w == 0u ? p.b0 : (w == 1u ? p.b1 : p.b2), lr);
+#endif
+        if (w == 0u)      act_store(p.y0, tok * p.N0 + lr, s);
+        else if (w == 1u) act_store(p.y1, tok * p.N1 + lr, s);
+        else              act_store(p.y2, tok * p.N2 + lr, s);
+#endif
+    }
+}
