@@ -48,7 +48,7 @@ dp_status dp_gtensor_create_in(dp_device *dev, dp_mem kind, dp_dtype dtype, uint
 {
     dp_status st;
     dp_layout l;
-    uint64_t bytes;
+    uint64_t bytes = 0;
     *out = NULL;
     if ((st = check_shape("tensor", dtype, ndim, shape, &l, &bytes, err)) != DP_OK) return st;
     dp_gtensor *t = calloc(1, sizeof *t);
@@ -80,7 +80,7 @@ dp_status dp_gtensor_view_strided(dp_gtensor *parent, uint64_t off, dp_dtype dty
 {
     dp_status st;
     dp_layout l;
-    uint64_t bytes;
+    uint64_t bytes = 0;
     *out = NULL;
     if ((st = check_shape("view", dtype, ndim, shape, &l, &bytes, err)) != DP_OK) return st;
     if (strides) {
