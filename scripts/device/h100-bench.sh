@@ -39,11 +39,29 @@ for s in $STAGES; do
         [ -f /tmp/g1b-$q.gguf ] || (time timeout 300 $B convert $G --quant $q --out /tmp/g1b-$q.gguf --no-manifest --quiet) 2>>"$OUT/convert.txt"
         for path in fused dequant_f16; do bench gemma1b-$q-$path /tmp/g1b-$q.gguf --hint q_matmul=$path; done
       done ;;
+    issue7)  # the issue-7 shape: 128 new tokens after a 32-token prompt, Gemma 3 1B Q4_K_M and F16, Llama Q4_K_M
+      [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+      [ -d $L ] || timeout 200 $B synth --config models/configs/llama-3.2-1b-instruct.config.json \
+        --tokenizer tests/fixtures/tokenizers/llama3.tokenizer.json.gz --out $L --dtype f16 >/dev/null 2>&1
+      [ -f /tmp/l1b-q4_k_m.gguf ] || $B convert $L --quant q4_k_m --out /tmp/l1b-q4_k_m.gguf --no-manifest --quiet
+      for m in /tmp/g1b-q4_k_m.gguf $G /tmp/l1b-q4_k_m.gguf $L; do
+        timeout 200 $B recipes/bench/decode.lua --model $m --prompt-tokens 32 --tokens 128 --label issue7 >>"$OUT/issue7.jsonl" 2>>"$OUT/err.txt"
+      done
+      timeout 200 $B recipes/bench/prefill.lua --model /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused --label issue7-fused >>"$OUT/issue7.jsonl" 2>>"$OUT/err.txt"
+      python3 - "$OUT/issue7.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        print(d["label"], d["model"].split("/")[-1], d["mode"], d["quant"], "decode %.1f prefill %.0f ttft %.1f submits %.3f readback %.2f" % (
+            d["decode_tok_s"] or 0, d["prefill_tok_s"], d["ttft_ms"], d["submits_per_token"], d["readback_bytes_per_token"]))
+PY
+      ;;
     attn) bench gemma1b-f16-attn-basic $G --hint attention_decode=basic --hint attention_prefill=basic ;;
     q4km) [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
           bench gemma1b-q4_k_m-fused /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused ;;
     tests)   # correctness on the H100 (subgroup 32) before any timing
-      for t in kernels gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling; do
+      for t in kernels gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling gpu_loop fusion_plugin; do
         timeout 300 $B tests/lua/test_$t.lua >"$OUT/t_$t.txt" 2>&1; echo "test_$t: $(tail -1 "$OUT/t_$t.txt")"
       done ;;
     sweep)   # hint sweeps, one process per combination
