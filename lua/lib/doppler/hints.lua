@@ -30,7 +30,7 @@ M.known = {
                         doc = "flash-decoding: most key chunks per (kv head, token) (0: auto, 256 / (kv heads * T))" },
   attention_min_chunk = { kind = "int", min = 1, default = 16, doc = "flash-decoding: fewest keys per chunk" },
   q_matmul      = { values = { "auto", "fused", "dequant_f16" }, default = "auto",
-                    doc = "linears with quantised weights: decode in the matrix kernel, or an f16 copy made once per weight; auto: dequant_f16 on devices with at least 16 GiB of device memory (it decoded faster on the H100), fused elsewhere (it keeps a quantised model within small memories such as lavapipe's 2 GiB)" },
+                    doc = "linears with quantised weights: decode in the matrix kernel, or an f16 copy made once per weight; auto: dequant_f16 on devices with at least 16 GiB of device memory (it decoded faster on the H100) unless precision=f32 (an f16 copy would round the weights), fused elsewhere (it keeps a quantised model within small memories such as lavapipe's 2 GiB)" },
   q_layout      = { values = { "row_wise", "column_wise", "flat" }, default = "row_wise",
                     doc = "device storage order of quantised matrices kept as blocks (docs/QUANTIZATION.md, Weight layouts)" },
   q4k_layout    = { values = { "auto", "row_wise", "column_wise", "flat" }, default = "auto",

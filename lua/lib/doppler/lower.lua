@@ -183,6 +183,9 @@ end
 local function q_matmul_mode(ctx, hints)
   local mode = hints.q_matmul or "auto"
   if mode ~= "auto" then return mode end
+  -- precision=f32 (f32 activations) must see the exact dequantised weights: an f16 copy would round
+  -- them (on the H100 that moved llama-q's logits by 0.028, past the 1e-2 bound of the f32 mode).
+  if ctx.env.act == "f32" then return "fused" end
   ctx.big_memory = ctx.big_memory or (ctx.dev:caps().device_local_bytes >= (16 << 30) and "yes" or "no")
   return ctx.big_memory == "yes" and "dequant_f16" or "fused"
 end
