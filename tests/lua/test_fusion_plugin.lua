@@ -142,9 +142,13 @@ for _, c in ipairs {
       local function env() return { T = T, act = c.act, kv = "f32", weights = weights, inputs = { x = x } } end
       local off = run_plan(mlp_graph(c.wdtype, c.F, c.K, c.fn, c.bias), env(), "off")
       local on = run_plan(mlp_graph(c.wdtype, c.F, c.K, c.fn, c.bias), env(), "on")
-      check.truthy(has(on.kernels, "gemv_multi") and not has(off.kernels, "gemv_multi"), "fused kernel only when on")
-      -- off: gate, up, act, mul, q, k, v, scale, add (9); on: gemv_multi twice, scale, add (4)
-      check.eq(off.dispatches - on.dispatches, 5, table.concat(on.kernels, " ") .. ": " .. "dispatches saved (gate, up, act, mul -> 1; q, k, v -> 1)")
+      if T <= 4 then   -- the projection fusions are for decode-sized passes (fusions.lua: decode_sized)
+        check.truthy(has(on.kernels, "gemv_multi") and not has(off.kernels, "gemv_multi"), "fused kernel only when on")
+        -- off: gate, up, act, mul, q, k, v, scale, add (9); on: gemv_multi twice, scale, add (4)
+        check.eq(off.dispatches - on.dispatches, 5, table.concat(on.kernels, " ") .. ": " .. "dispatches saved (gate, up, act, mul -> 1; q, k, v -> 1)")
+      else
+        check.truthy(not has(on.kernels, "gemv_multi"), "no projection fusion for T > 4")
+      end
       for _, name in ipairs { "m", "q", "kv" } do
         same(on.outputs[name], off.outputs[name], c.tol, ("%s T=%d"):format(name, T))
       end

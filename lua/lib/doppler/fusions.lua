@@ -230,12 +230,20 @@ local function plain_linear(l, ctx)
          and #ctx.consumers(l) > 0
 end
 
+-- The projection fusions are for decode-sized passes (T <= 4): with the GPU loop on, a 512-token prefill
+-- and a 32-token prompt were slower fused than unfused on the H100 (docs/BENCHMARKS.md). nil: T unknown.
+local function decode_sized(ctx)
+  local T = ctx.env and ctx.env.T
+  if type(T) ~= "number" then return nil end
+  return T <= 4
+end
+
 -- glu(linear(h, Wg), linear(h, Wu))  ->  one GEMV pass reading both weight rows, the activation applied
 -- (fused/gemv_multi.comp with DP_GLU). Not with hint matmul=gemm, which asks for the tiled kernel.
 M.register {
   name = "gate_up", op = "glu",
   apply = function(n, ctx)
-    if ctx.hints.matmul == "gemm" then return end
+    if ctx.hints.matmul == "gemm" or decode_sized(ctx) == false then return end
     local g, u = n.inputs[1], n.inputs[2]
     if not (plain_linear(g, ctx) and plain_linear(u, ctx)) then return end
     if #g.inputs ~= 2 or #u.inputs ~= 2 or g.inputs[1] ~= u.inputs[1] then return end
@@ -254,7 +262,7 @@ M.register {
 M.register {
   name = "qkv", op = "linear",
   apply = function(n, ctx)
-    if ctx.hints.matmul == "gemm" or not plain_linear(n, ctx) then return end
+    if ctx.hints.matmul == "gemm" or decode_sized(ctx) == false or not plain_linear(n, ctx) then return end
     local x = n.inputs[1]
     local group = { n }
     for _, r in ipairs(ctx.consumers(x)) do
