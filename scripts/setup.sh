@@ -16,6 +16,6 @@ if [ ! -f "$MODEL/model.safetensors" ]; then
   ./build/doppler synth --config models/configs/gemma-3-270m.config.json \
       --tokenizer tests/fixtures/tokenizers/gemma3.tokenizer.json.gz --out "$MODEL" --dtype f16 --seed 0
 fi
-./build/doppler devices | head -n 1
+./build/doppler devices | sed -n 1p   # the device that will run (sed reads on: no SIGPIPE under pipefail)
 if [ $# -eq 0 ]; then set -- --prompt "The capital of France is" --max-tokens 32; fi
 exec ./build/doppler recipes/gemma3.lua "$@"
