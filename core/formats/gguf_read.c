@@ -236,7 +236,13 @@ static int cmp_offset(const void *a, const void *b)
 static dp_status check_layout(dp_gguf *g, dp_err *err)
 {
     dp_status st = DP_OK;
-    uint64_t avail = g->size >= g->data_offset ? g->size - g->data_offset : 0;
+    /* With tensors, the data section must start inside the file (found by fuzz_gguf: a huge alignment put
+    ** it past the end, and zero-byte tensors then pointed outside the mapping). */
+    if (g->n_tensors > 0 && g->data_offset > g->size)
+        return DP_FAIL(err, DP_EFORMAT, "%s: the tensor data section starts at byte %llu, past the end of the file "
+                       "(%zu bytes; alignment %u; truncated?)", g->path, (unsigned long long)g->data_offset, g->size,
+                       g->alignment);
+    uint64_t avail = g->size - (g->n_tensors > 0 ? g->data_offset : 0);
     for (size_t i = 0; i < g->n_tensors; i++) {
         dp_gguf_tensor *t = &g->tensors[i];
         if (t->offset % g->alignment != 0)

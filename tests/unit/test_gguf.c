@@ -460,6 +460,14 @@ static void test_bad_tensors(void **state)
 {
     (void)state;
     bytes o;
+    /* Found by fuzz_gguf: general.alignment of 4 MiB put the data section past the end of a 582-byte file,
+    ** and its zero-byte tensors then pointed outside the mapping. The input is kept in the fuzz corpus. */
+    FILE *f = fopen(DOPPLER_SOURCE_DIR "/tests/fuzz/corpus/gguf/regress-data-past-eof.gguf", "rb");
+    assert_non_null(f);
+    o.n = fread(o.b, 1, sizeof o.b, f);
+    fclose(f);
+    assert_true(o.n > 0 && o.n < sizeof o.b);
+    expect_format_error(&o, "eof.gguf", "past the end of the file");
     /* offset past the end */
     header(&o, 1, 0);
     tinfo(&o, "far.weight", 1, 8, 0, 4096);
