@@ -303,6 +303,11 @@ static dp_status parse(dp_gguf *g, dp_err *err)
     if (al) {
         if (al->type != DP_GGUF_UINT32 || al->v.u32 == 0 || (al->v.u32 & (al->v.u32 - 1)) != 0)
             return DP_FAIL(err, DP_EFORMAT, "%s: general.alignment must be a u32 power of two", g->path);
+        /* A power of two, and at most 1 MiB: files use 32 (llama.cpp's default) to 4096; a larger one only
+        ** pads (the fuzzer's 1 GiB alignment made a rewrite of a 370-byte file allocate 1 GiB). */
+        if (al->v.u32 > (1u << 20))
+            return DP_FAIL(err, DP_EFORMAT, "%s: general.alignment %u is larger than the 1 MiB doppler supports",
+                           g->path, al->v.u32);
         g->alignment = al->v.u32;
     }
     g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
