@@ -24,57 +24,7 @@
 #include "gpu/recorder.h"
 #include "gpu/tensor.h"
 
-typedef struct ctx {
-    dp_device   *dev;
-    dp_recorder *rec;
-    uint64_t     rng;
-} ctx;
-
-#define CHECK_OK(call)                                                                  \
-    do {                                                                                \
-        dp_err e_ = {0};                                                                \
-        dp_err *err = &e_;                                                              \
-        if ((call) != DP_OK) fail_msg("%s: %s", #call, e_.msg);                         \
-        (void)err;                                                                      \
-    } while (0)
-
-static float rnd(ctx *c)   /* uniform in [-1, 1) */
-{
-    c->rng = c->rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((c->rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-/* Allocates a 1-D device tensor of n elements of dtype and uploads v (already rounded to dtype). */
-static dp_gtensor *upload(ctx *c, dp_dtype dt, const float *v, uint64_t n)
-{
-    dp_gtensor *t = NULL;
-    uint64_t shape[1] = {n};
-    CHECK_OK(dp_gtensor_create(c->dev, dt, 1, shape, &t, err));
-    if (dt == DP_F32) {
-        CHECK_OK(dp_gtensor_upload(t, 0, v, n * 4, err));
-        return t;
-    }
-    uint16_t *h = malloc(n * 2);
-    assert_non_null(h);
-    for (uint64_t i = 0; i < n; i++) h[i] = dt == DP_F16 ? dp_f32_to_f16(v[i]) : dp_f32_to_bf16(v[i]);
-    CHECK_OK(dp_gtensor_upload(t, 0, h, n * 2, err));
-    free(h);
-    return t;
-}
-
-static void download(const dp_gtensor *t, float *out, uint64_t n)
-{
-    dp_err e = {0};
-    if (t->dtype == DP_F32) {
-        if (dp_gtensor_download(t, 0, out, n * 4, &e) != DP_OK) fail_msg("download: %s", e.msg);
-        return;
-    }
-    uint16_t *h = malloc(n * 2);
-    assert_non_null(h);
-    if (dp_gtensor_download(t, 0, h, n * 2, &e) != DP_OK) fail_msg("download: %s", e.msg);
-    if (dp_ref_to_f32(h, t->dtype, out, n, &e) != DP_OK) fail_msg("to_f32: %s", e.msg);
-    free(h);
-}
+#include "k_linear.h"
 
 /* Allowed |gpu - ref| for one output whose reference value is y (the ref accumulates in double).
 ** f32 output: the GPU sums K f32 products in some order; with |x|, |w| <= 1 the rounding error of such a
