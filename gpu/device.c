@@ -608,6 +608,20 @@ void dp_device_cmd_barrier(VkCommandBuffer cmd)
                          0, 1, &mb, 0, NULL, 0, NULL);
 }
 
+/* Compute -> compute only: what separates two dependent dispatches. Leaving the indirect, transfer and host
+   stages out lets the GPU's front end run ahead (fetch the next dispatch's indirect arguments, set it up)
+   while the previous one drains; the full barrier above waits for everything. */
+void dp_device_cmd_barrier_compute(VkCommandBuffer cmd)
+{
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+    };
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
+                         0, NULL, 0, NULL);
+}
+
 const dp_device_caps *dp_device_get_caps(const dp_device *dev) { return &dev->caps; }
 uint64_t dp_device_validation_count(const dp_device *dev) { return dev ? dev->validation_count : 0; }
 bool dp_device_validation_enabled(const dp_device *dev) { return dev->validation; }

@@ -44,5 +44,6 @@ dp_status dp_device_submit_wait(dp_device *dev, VkCommandBuffer cmd, VkFence fen
 
 /* A full memory barrier between compute/transfer work (and towards indirect reads and the host). */
 void dp_device_cmd_barrier(VkCommandBuffer cmd);
+void dp_device_cmd_barrier_compute(VkCommandBuffer cmd);
 
 #endif

@@ -29,7 +29,9 @@ struct dp_recorder {
     VkFence           fence;
     rec_state         state;
     VkPipeline        bound;
-    range_list        reads, writes;
+    range_list        reads, writes;  /* accesses since the last barrier of either kind */
+    range_list        unfenced;       /* accesses since the last full barrier (see track) */
+    bool              xfer_pending;   /* a transfer command since the last full barrier */
     dp_recorder_stats st;
     /* profiling of the current recording */
     bool              profiling;
@@ -224,6 +226,7 @@ void dp_recorder_destroy(dp_recorder *r)
     free(r->names);
     free(r->reads.r);
     free(r->writes.r);
+    free(r->unfenced.r);
     free(r);
 }
 
@@ -237,7 +240,8 @@ dp_status dp_recorder_begin(dp_recorder *r, dp_err *err)
     if ((st = DP_VK(err, vkBeginCommandBuffer(r->cmd, &bi))) != DP_OK) return st;
     r->state = REC_RECORDING;
     r->bound = VK_NULL_HANDLE;
-    r->reads.n = r->writes.n = 0;
+    r->reads.n = r->writes.n = r->unfenced.n = 0;
+    r->xfer_pending = false;
     r->st.dispatches = r->st.barriers = r->st.transfers = 0;
     r->used = 0;
     r->profiling = dp_profiler_enabled(r->dev->profiler) && r->dev->caps.timestamps;
@@ -275,37 +279,68 @@ static dp_status push_range(range_list *l, const dp_range *x, dp_err *err)
     return DP_OK;
 }
 
-/* Barrier if the command touching `rs` conflicts with what came since the last one; then note rs. */
-static dp_status track(dp_recorder *r, const dp_range *rs, uint32_t n, dp_err *err)
+static bool conflicts(const range_list *reads, const range_list *writes, const dp_range *x)
 {
-    bool hazard = false;
-    for (uint32_t i = 0; i < n && !hazard; i++) {
+    if ((x->access & DP_ACCESS_READ) && hits(writes, x)) return true;                           /* RAW */
+    return (x->access & DP_ACCESS_WRITE) && (hits(writes, x) || hits(reads, x));                /* WAW, WAR */
+}
+
+static void full_barrier(dp_recorder *r)
+{
+    dp_device_cmd_barrier(r->cmd);
+    r->st.barriers++;
+    r->reads.n = r->writes.n = r->unfenced.n = 0;
+    r->xfer_pending = false;
+}
+
+/* Barrier if the command touching `rs` conflicts with what came since the last one; then note rs.
+   Two kinds (gpu/device.c). Between compute dispatches a compute -> compute barrier suffices, and it is the
+   cheap one: on the H100 the full barrier also stalls the front end that fetches indirect arguments. The full
+   barrier is used when the consumer is an indirect-argument read or a transfer (`other_stage`), or when a
+   transfer wrote since the last full barrier. A compute -> compute barrier does not make writes visible to
+   those stages, so `unfenced` keeps every access since the last full barrier for them to check. */
+static dp_status track_stage(dp_recorder *r, const dp_range *rs, uint32_t n, bool other_stage, bool is_xfer,
+                             dp_err *err)
+{
+    bool hazard = false, full = false;
+    for (uint32_t i = 0; i < n && !full; i++) {
         if (rs[i].size == 0) continue;
-        if ((rs[i].access & DP_ACCESS_READ) && hits(&r->writes, &rs[i])) hazard = true;             /* RAW */
-        if ((rs[i].access & DP_ACCESS_WRITE) && (hits(&r->writes, &rs[i]) || hits(&r->reads, &rs[i])))
-            hazard = true;                                                                         /* WAW, WAR */
+        if (conflicts(&r->reads, &r->writes, &rs[i])) hazard = true;
+        if (other_stage && conflicts(&r->unfenced, &r->unfenced, &rs[i])) hazard = full = true;
     }
-    if (hazard) {
-        dp_device_cmd_barrier(r->cmd);
+    if (full || (hazard && r->xfer_pending)) {
+        full_barrier(r);
+    } else if (hazard) {
+        dp_device_cmd_barrier_compute(r->cmd);
         r->st.barriers++;
         r->reads.n = r->writes.n = 0;
     }
+    if (is_xfer) r->xfer_pending = true;
     dp_status st = DP_OK;
     for (uint32_t i = 0; i < n && st == DP_OK; i++) {
         if (rs[i].size == 0) continue;
         if (rs[i].access & DP_ACCESS_READ) st = push_range(&r->reads, &rs[i], err);
         if (st == DP_OK && (rs[i].access & DP_ACCESS_WRITE)) st = push_range(&r->writes, &rs[i], err);
+        if (st == DP_OK) st = push_range(&r->unfenced, &rs[i], err);
     }
     return st;
+}
+
+static dp_status track(dp_recorder *r, const dp_range *rs, uint32_t n, dp_err *err)
+{
+    return track_stage(r, rs, n, false, false, err);
+}
+
+static dp_status track_xfer(dp_recorder *r, const dp_range *rs, uint32_t n, dp_err *err)
+{
+    return track_stage(r, rs, n, true, true, err);
 }
 
 dp_status dp_recorder_barrier(dp_recorder *r, dp_err *err)
 {
     dp_status st = ensure_recording(r, err);
     if (st != DP_OK) return st;
-    dp_device_cmd_barrier(r->cmd);
-    r->st.barriers++;
-    r->reads.n = r->writes.n = 0;
+    full_barrier(r);
     return DP_OK;
 }
 
@@ -364,7 +399,7 @@ static dp_status record_dispatch(dp_recorder *r, dp_kernel *k, const void *push,
             return DP_FAIL(err, DP_EINVAL, "kernel %s: indirect offset %llu is unaligned or outside the %llu-byte buffer",
                            dp_kernel_name(k), (unsigned long long)ind_off, (unsigned long long)indirect->size);
         dp_range ir = {indirect->addr + ind_off, 12, DP_ACCESS_READ};
-        if ((st = track(r, &ir, 1, err)) != DP_OK) return st;
+        if ((st = track_stage(r, &ir, 1, true, false, err)) != DP_OK) return st;   /* read by the front end */
     }
     if ((st = track(r, ranges, n_ranges, err)) != DP_OK) return st;
     uint32_t q;
@@ -449,7 +484,7 @@ dp_status dp_recorder_copy(dp_recorder *r, const dp_buffer *dst, uint64_t dst_of
         return DP_FAIL(err, DP_EINVAL, "copy: source and destination overlap");
     if ((st = ensure_recording(r, err)) != DP_OK) return st;
     dp_range rs[2] = {{src->addr + src_off, bytes, DP_ACCESS_READ}, {dst->addr + dst_off, bytes, DP_ACCESS_WRITE}};
-    if ((st = track(r, rs, 2, err)) != DP_OK) return st;
+    if ((st = track_xfer(r, rs, 2, err)) != DP_OK) return st;
     VkBufferCopy region = {.srcOffset = src->offset + src_off, .dstOffset = dst->offset + dst_off, .size = bytes};
     vkCmdCopyBuffer(r->cmd, src->buffer, dst->buffer, 1, &region);
     r->st.transfers++;
@@ -464,7 +499,7 @@ dp_status dp_recorder_fill(dp_recorder *r, const dp_buffer *dst, uint64_t offset
     if (bytes == 0) return DP_OK;
     if ((st = ensure_recording(r, err)) != DP_OK) return st;
     dp_range rg = {dst->addr + offset, bytes, DP_ACCESS_WRITE};
-    if ((st = track(r, &rg, 1, err)) != DP_OK) return st;
+    if ((st = track_xfer(r, &rg, 1, err)) != DP_OK) return st;
     vkCmdFillBuffer(r->cmd, dst->buffer, dst->offset + offset, bytes, value);
     r->st.transfers++;
     return DP_OK;
@@ -480,7 +515,7 @@ dp_status dp_recorder_update(dp_recorder *r, const dp_buffer *dst, uint64_t offs
     if (bytes == 0) return DP_OK;
     if ((st = ensure_recording(r, err)) != DP_OK) return st;
     dp_range rg = {dst->addr + offset, bytes, DP_ACCESS_WRITE};
-    if ((st = track(r, &rg, 1, err)) != DP_OK) return st;
+    if ((st = track_xfer(r, &rg, 1, err)) != DP_OK) return st;
     vkCmdUpdateBuffer(r->cmd, dst->buffer, dst->offset + offset, bytes, data);
     r->st.transfers++;
     return DP_OK;

@@ -61,7 +61,7 @@ PY
     q4km) [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
           bench gemma1b-q4_k_m-fused /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused ;;
     tests)   # correctness on the H100 (subgroup 32) before any timing
-      for t in kernels gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling gpu_loop fusion_plugin; do
+      for t in ${TESTS:-kernels gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling gpu_loop fusion_plugin}; do
         timeout 300 $B tests/lua/test_$t.lua >"$OUT/t_$t.txt" 2>&1; echo "test_$t: $(tail -1 "$OUT/t_$t.txt")"
       done ;;
     sweep)   # hint sweeps, one process per combination
@@ -80,6 +80,44 @@ for l in open(sys.argv[1]):
         d = json.loads(l)
         print(d["model"].split("/")[-1], d["mode"], d["hints"], "decode %.1f prefill %.0f ttft %.1f" % (
             d["decode_tok_s"] or 0, d["prefill_tok_s"], d["ttft_ms"]))
+PY
+      ;;
+    qdecode)  # decode only (issue-7 shape), quantised Gemma: fused per layout against the f16 copy
+      for q in ${QUANTS:-q4_k_m q8_0}; do
+        [ -f /tmp/g1b-$q.gguf ] || $B convert $G --quant $q --out /tmp/g1b-$q.gguf --no-manifest --quiet
+        for h in "q_matmul=fused q_layout=row_wise" "q_matmul=fused q_layout=flat" "q_matmul=dequant_f16"; do
+          hs=""; for kv in $h; do hs="$hs --hint $kv"; done
+          timeout 200 $B recipes/bench/decode.lua --model /tmp/g1b-$q.gguf --prompt-tokens 32 --tokens 128 --runs 2 \
+            $hs --label qdecode >>"$OUT/qdecode.jsonl" 2>>"$OUT/err.txt"
+        done
+      done
+      python3 - "$OUT/qdecode.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        k = d["gpu_ms_per_kernel"]
+        print(d["model"].split("/")[-1], d["hints"], "decode %.1f gpu_ms/tok %.3f gemv %.3f weights %.0f MB" % (
+            d["decode_tok_s"] or 0, d["gpu_ms_per_token"], k.get("gemv", 0), d["weights_bytes"] / 1e6))
+PY
+      ;;
+    ab)  # A/B of two builds in one run: $OLD (another doppler binary) against build-h100, issue-7 decode shape
+      [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+      for bin in ${OLD:-} $B; do
+        for m in "$G" "/tmp/g1b-q4_k_m.gguf --hint q_matmul=fused --hint q_layout=flat" "/tmp/g1b-q4_k_m.gguf"; do
+          timeout 200 $bin recipes/bench/decode.lua --model $m --prompt-tokens 32 --tokens 128 --runs 2 \
+            --label "$bin" >>"$OUT/ab.jsonl" 2>>"$OUT/err.txt"
+        done
+      done
+      python3 - "$OUT/ab.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        if d["run"] != 1: continue
+        k = d["gpu_ms_per_kernel"]
+        print(d["label"], d["model"].split("/")[-1], d["hints"], "decode %.1f p50 %.3f gpu_ms/tok %.3f" % (
+            d["decode_tok_s"] or 0, d["p50_ms"], d["gpu_ms_per_token"]))
 PY
       ;;
     *) bench "$s" $G ;;

@@ -10,6 +10,7 @@
 // Spec:  WG  workgroup size (default 256)
 // Defines: DP_ACT_F16
 #include "dp_types.glsl"
+#include "dp_act.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;
@@ -25,13 +26,6 @@ layout(push_constant) uniform Push {
     uint    kind;
 } p;
 
-// tanh without overflow for large |x|.
-float safe_tanh(float x)
-{
-    float e = exp(-2.0 * abs(x));
-    return sign(x) * (1.0 - e) / (1.0 + e);
-}
-
 void main()
 {
     uint gid = gl_GlobalInvocationID.x + gl_WorkGroupID.y * 65535u * WG;
@@ -39,8 +33,5 @@ void main()
     uint t = gid / p.F, f = gid % p.F;
     float g = act_load(p.gate, t * p.gate_stride + f);
     float u = act_load(p.up, t * p.up_stride + f);
-    float a;
-    if (p.kind == 0u) a = 0.5 * g * (1.0 + safe_tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
-    else              a = g / (1.0 + exp(-g));
-    act_store(p.y, gid, a * u);
+    act_store(p.y, gid, dp_glu_act(g, p.kind) * u);
 }

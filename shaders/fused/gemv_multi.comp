@@ -19,6 +19,7 @@
 //   Shared memory: 4 * NACC * WG bytes with NACC = ROWS * TT (x2 with DP_GLU).
 // Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16, DP_BIAS (default mode), DP_GLU.
 #include "dp_types.glsl"
+#include "dp_act.glsl"
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
@@ -114,13 +115,6 @@ void x_chunk(uint64_t xrow, uint k0, inout float v[VW])
 #endif
 }
 
-
-// tanh without overflow for large |x| (as act/glu.comp).
-float safe_tanh(float x)
-{
-    float e = exp(-2.0 * abs(x));
-    return sign(x) * (1.0 - e) / (1.0 + e);
-}
 
 #ifndef DP_GLU
 // Row n of the joint row space -> which weight (0..2) and the row inside it.
@@ -224,10 +218,7 @@ void main()
             g += red[((r * 2u) * TT + t) * WG + s];
             u += red[((r * 2u + 1u) * TT + t) * WG + s];
         }
-        float a;
-        if (p.kind == 0u) a = 0.5 * g * (1.0 + safe_tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
-        else              a = g / (1.0 + exp(-g));
-        act_store(p.y, tok * p.N + n, a * u);
+        act_store(p.y, tok * p.N + n, dp_glu_act(g, p.kind) * u);
 #else
         float s = 0.0;
         for (uint g = 0u; g < gl_NumSubgroups; ++g) s += red[i * WG + g];

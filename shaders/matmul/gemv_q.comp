@@ -1,21 +1,30 @@
 #version 460
 // gemv_q: y[t, n] = sum_k x[t, k] * W[n, k]  (+ bias[n] with DP_BIAS), W block-quantised   decode (T small)
-// W is [N, K] in ggml blocks (K % QK == 0; a row is K / QK blocks, rows end to end), dequantised in registers
-// (dp_quant.glsl's dq8, exactly the CPU reference's values) and never written out. The work unit is a group of
-// 8 consecutive weights: a row has K / 8 groups, and the WG / ROWS threads that own a row take groups
-// tid, tid + WG / ROWS, ... so neighbouring threads read neighbouring bytes and every thread has work even at
-// small K (K = 1152: 144 groups for 32 threads per row). Each group's x values are read once per token and
-// the weights once per TT tokens. Partial sums are reduced per row in shared memory (no subgroup-size
-// assumption). Accumulation is f32.
+// W is [N, K] in ggml blocks (K % QK == 0; a row is K / QK blocks, rows end to end), decoded in registers
+// and never written out. Decode is bound by the bytes read, so the work unit is what one 16-byte load
+// brings: 32 values of one block (dp_quant_unit.glsl: a uvec4 of codes plus the block's scales; on the flat
+// layout every code load is one 128-bit load). A row has K / 32 units; the WG / ROWS threads that own a row
+// take units lane, lane + WG / ROWS, ... so neighbouring threads read neighbouring bytes and every thread has
+// work at small K (K = 1152: 36 units for 32 threads). A half unit's dot product is a * sum(code * x) +
+// b * sum(x), its scale outside the inner loop; x is read 16 values at a time (two or four 16-byte loads when
+// x and its row stride are 16-byte aligned). Each unit is decoded once for the TT tokens of a workgroup.
+// Partial sums are reduced with subgroup shuffles inside each row's lanes (a row's lanes are consecutive
+// invocations; the cluster is min(lanes per row, subgroup size)), then in shared memory. Accumulation is f32.
+//
+// DP_GLU: gate and up projections in one pass with the activation, y[t, n] = act(x[t] · Wg[n]) * (x[t] · Wu[n])
+// (dp_act.glsl; kind 0 gelu_tanh, 1 silu), as fused/gemv_multi.comp does for float weights; both weights share
+// the type and layout. The two dot products stay in f32.
 //
 // Dispatch: nb = ceil(N / ROWS) row blocks, tb = ceil(T / TT) token blocks.
 //   groups = (gx, tb, gz) with gx = min(nb, 65535), gz = ceil(nb / gx)  (row block = x + gx * z); blocks past
 //   the end are no-ops.
-// Push (by name): the same members as gemv.comp
+// Push (by name):
 //   x         ACT  [T, x_stride]      activations (token-major)
 //   w         quant blocks [N, K]     weights, in the layout the define names
 //   y         ACT  [T, y_stride]      output (f32 with DP_OUT_F32)
-//   bias      f32  [N]                only with DP_BIAS
+//   bias      f32  [N]                only with DP_BIAS (not with DP_GLU)
+//   wu        quant blocks [N, K]     DP_GLU: the up projection (w is the gate)
+//   kind      uint                    DP_GLU: 0 gelu_tanh, 1 silu
 //   T, N, K   uint                    shape (K a multiple of QK)
 //   x_stride  uint                    elements between tokens of x; 0 = K
 //   y_stride  uint                    elements between tokens of y; 0 = N
@@ -23,11 +32,21 @@
 //   WG    workgroup size (local_size_x_id = 0), default 128; a power of two, multiple of ROWS
 //   ROWS  rows of W per workgroup, default 4 (a power of two); WG / ROWS threads per row
 //   TT    tokens per workgroup, default 1 (up to 4: W is decoded once for all of them)
-//   Shared memory: 4 * TT * WG bytes.
+//   Shared memory: 4 * TT * WG bytes (x2 with DP_GLU).
 // Defines: the weight type DP_Q_* and its layout DP_LAYOUT_COL | DP_LAYOUT_FLAT (dp_quant.glsl; none: row_wise),
-//   DP_ACT_F16, DP_OUT_F32, DP_BIAS.
+//   DP_ACT_F16, DP_OUT_F32, DP_BIAS, DP_GLU.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #include "dp_types.glsl"
 #include "dp_quant.glsl"
+#include "dp_quant_unit.glsl"
+#include "dp_act.glsl"
+
+#ifdef DP_GLU
+#define NW 2u                 // dot products per (row, token): gate and up
+#else
+#define NW 1u
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG   = 128;
@@ -37,6 +56,9 @@ layout(constant_id = 2) const uint TT   = 1;
 layout(push_constant) uniform Push {
     ACT_In  x;
     U16In   w;
+#ifdef DP_GLU
+    U16In   wu;
+#endif
     OUT_Out y;
 #ifdef DP_BIAS
     F32In   bias;
@@ -46,11 +68,39 @@ layout(push_constant) uniform Push {
     uint K;
     uint x_stride;
     uint y_stride;
+#ifdef DP_GLU
+    uint kind;
+#endif
 } p;
 
 const uint TPR = WG / ROWS;              // threads per row
 
-shared float red[TT * WG];               // [TT][WG]: one partial sum per thread and token
+shared float red[NW * TT * WG];          // [NW * TT][WG / cluster]: one partial sum per cluster, token, weight
+
+// x[k0 .. k0 + 16) of the row at xrow: 16-byte loads when `vec` (row base and k0's byte offset aligned).
+void x16(uint64_t xrow, uint k0, bool vec, out float v[16])
+{
+    if (vec) {
+#ifdef DP_ACT_F16
+        DP_RAW16_In xr = DP_RAW16_In(xrow + uint64_t(k0) * 2ul);
+        for (uint q = 0u; q < 2u; ++q) {
+            const uvec4 u = xr.v[q];
+            vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
+            v[8u * q + 0u] = a.x; v[8u * q + 1u] = a.y; v[8u * q + 2u] = b.x; v[8u * q + 3u] = b.y;
+            v[8u * q + 4u] = c.x; v[8u * q + 5u] = c.y; v[8u * q + 6u] = d.x; v[8u * q + 7u] = d.y;
+        }
+#else
+        DP_RAW16_In xr = DP_RAW16_In(xrow + uint64_t(k0) * 4ul);
+        for (uint q = 0u; q < 4u; ++q) {
+            const vec4 f = uintBitsToFloat(xr.v[q]);
+            v[4u * q + 0u] = f.x; v[4u * q + 1u] = f.y; v[4u * q + 2u] = f.z; v[4u * q + 3u] = f.w;
+        }
+#endif
+    } else {
+        ACT_In xr = ACT_In(xrow);
+        for (uint i = 0u; i < 16u; ++i) v[i] = act_load(xr, k0 + i);
+    }
+}
 
 void main()
 {
@@ -64,43 +114,65 @@ void main()
     const uint xs = p.x_stride != 0u ? p.x_stride : K;
     const uint ys = p.y_stride != 0u ? p.y_stride : p.N;
     const uint r = tid / TPR, lane = tid % TPR;
-    const uint n = n0 + r;
+    const uint n = min(n0 + r, p.N - 1u);          // rows past the end decode the last row; dropped below
+    const bool vec = (uint64_t(p.x) & 15ul) == 0ul && ((xs * ACT_BYTES) & 15u) == 0u;
 
-    float acc[TT];
-    for (uint t = 0u; t < TT; ++t) acc[t] = 0.0;
+    float acc[NW * TT];                            // [w * TT + t]
+    for (uint i = 0u; i < NW * TT; ++i) acc[i] = 0.0;
 
-    if (n < p.N) {
-        const uint nb = K / QK;
-        uint64_t xrow[TT];
-        for (uint t = 0u; t < TT; ++t)
-            xrow[t] = uint64_t(p.x) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(xs) * ACT_BYTES;
-        const uint groups = K / 8u;
-        for (uint g = lane; g < groups; g += TPR) {
-            const uint k0 = g * 8u;
-            float wv[8];
-            dq8(dq_block(uint64_t(p.w), n, k0 / QK, p.N, nb), k0 % QK, wv);
+    uint64_t xrow[TT];
+    for (uint t = 0u; t < TT; ++t)
+        xrow[t] = uint64_t(p.x) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(xs) * ACT_BYTES;
+
+    const uint nb = K / QK;
+    const uint units = nb * DQU_PER_BLOCK;
+    for (uint v = lane; v < units; v += TPR) {
+        const uint b = v / DQU_PER_BLOCK, u = v % DQU_PER_BLOCK;
+        dq_unit un[NW];
+        un[0] = dqu_load(dq_block(uint64_t(p.w), n, b, p.N, nb), u);
+#ifdef DP_GLU
+        un[1] = dqu_load(dq_block(uint64_t(p.wu), n, b, p.N, nb), u);
+#endif
+        for (uint h = 0u; h < 2u; ++h) {
+            float q[NW][16];
+            for (uint j = 0u; j < NW; ++j) dqu_codes(un[j], u, h, q[j]);
+            const uint k0 = b * QK + dqu_k0(u, h);
             for (uint t = 0u; t < TT; ++t) {
-                ACT_In xr = ACT_In(xrow[t]);
-                float s = acc[t];
-                for (uint i = 0u; i < 8u; ++i) s = fma(wv[i], act_load(xr, k0 + i), s);
-                acc[t] = s;
+                float xv[16];
+                x16(xrow[t], k0, vec, xv);
+                float sx = 0.0;
+                for (uint i = 0u; i < 16u; ++i) sx += xv[i];
+                for (uint j = 0u; j < NW; ++j) {
+                    float sq = 0.0;
+                    for (uint i = 0u; i < 16u; ++i) sq = fma(q[j][i], xv[i], sq);
+                    acc[j * TT + t] = fma(un[j].a[h], sq, fma(un[j].b[h], sx, acc[j * TT + t]));
+                }
             }
         }
     }
 
-    for (uint t = 0u; t < TT; ++t) red[t * WG + tid] = acc[t];
+    // Reduce each row's TPR partial sums: shuffles within clusters of CW consecutive lanes, then shared memory.
+    const uint CW = min(TPR, gl_SubgroupSize);
+    for (uint i = 0u; i < NW * TT; ++i)
+        for (uint o = 1u; o < CW; o <<= 1) acc[i] += subgroupShuffleXor(acc[i], o);
+    if (tid % CW == 0u)
+        for (uint i = 0u; i < NW * TT; ++i) red[i * WG + tid / CW] = acc[i];
     barrier();
-    for (uint s = TPR / 2u; s > 0u; s >>= 1) {      // tree over each row's TPR threads
-        if (lane < s)
-            for (uint t = 0u; t < TT; ++t) red[t * WG + tid] += red[t * WG + tid + s];
-        barrier();
-    }
-    if (lane < TT && n < p.N && t0 + lane < p.T) {
+    const uint per_row = TPR / CW;                 // clusters per row
+    if (lane < TT && n0 + r < p.N && t0 + lane < p.T) {
         const uint t = lane;
-        float s = red[t * WG + r * TPR];
+        float s[NW];
+        for (uint j = 0u; j < NW; ++j) {
+            s[j] = 0.0;
+            for (uint c = 0u; c < per_row; ++c) s[j] += red[(j * TT + t) * WG + r * per_row + c];
+        }
+#ifdef DP_GLU
+        out_store(p.y, (t0 + t) * ys + n0 + r, dp_glu_act(s[0], p.kind) * s[1]);
+#else
 #ifdef DP_BIAS
-        s += p.bias.v[n];
+        s[0] += p.bias.v[n0 + r];
 #endif
-        out_store(p.y, (t0 + t) * ys + n, s);
+        out_store(p.y, (t0 + t) * ys + n0 + r, s[0]);
+#endif
     }
 }

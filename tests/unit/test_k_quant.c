@@ -3,7 +3,8 @@
 ** - shaders/quant/dequant.comp: every type, random blocks (random codes, random finite f16 scales including
 **   subnormals) and every quantised tensor of the llama.cpp-made fixture GGUFs: f32 output equal to the CPU
 **   value, f16 output equal to the CPU value rounded to f16 (dp_f32_to_f16), element by element.
-** - shaders/matmul/gemv_q.comp and gemm_q.comp: y = x · Wᵀ against an f64 matmul over the CPU-dequantised W,
+** - shaders/matmul/gemv_q.comp and gemm_q.comp: y = x · Wᵀ against an f64 matmul over the CPU-dequantised W
+**   (gemv_q also with DP_GLU: act(x · Wgᵀ) * (x · Wuᵀ)),
 **   K = 1152, 1120, 6912 for the 32-element types and 256, 6912 for the K-quants (their K must be a multiple
 **   of 256), T = 1, 3 (gemv) and 3, 17, 64 (gemm), f32 and f16 activations, N not a multiple of the row block
 **   or tile, bias and f32 output, plus a real fixture tensor.
@@ -22,6 +23,7 @@
 
 #include "core/formats/gguf.h"
 #include "core/quant.h"
+#include "core/ref/ref.h"
 #include "k_gpu.h"
 
 static const dp_dtype TYPES[] = {DP_Q8_0, DP_Q4_0, DP_Q4_1, DP_Q5_0, DP_Q5_1, DP_Q4_K, DP_Q5_K, DP_Q6_K};
@@ -340,6 +342,90 @@ static void test_gemv_q(void **state)
     run_random_mm(*state, cases, DP_ARRAY_LEN(cases));
 }
 
+/* gemv_q.comp with DP_GLU: y = act(x · Wgᵀ) * (x · Wuᵀ) with Wg, Wu blocks of type t, against f64 sums over
+** the CPU-dequantised weights. Each f32 sum is within e(v) = 1e-4 max(1, |v|) (tol above); then
+** |dy| <= |act'(g)| e(g) |u| + |act(g)| e(u), |act'| <= 1.2 for gelu_tanh and silu, plus a few ulps of the
+** activation's f32 evaluation (1e-5 |y|); an f16 output adds one f16 rounding (1e-3 |y|). */
+static void run_glu_q(kg_ctx *c, dp_dtype t, uint32_t T, uint32_t N, uint32_t K, dp_glu_kind kind, bool act_f16)
+{
+    const dp_dtype adt = act_f16 ? DP_F16 : DP_F32;
+    const uint64_t nb = (uint64_t)N * K / dp_dtype_get(t)->block;
+    uint8_t *bg = random_blocks(c, t, nb, unit_exp(t)), *bu = random_blocks(c, t, nb, unit_exp(t));
+    float *x = malloc(sizeof(float) * T * K), *wg = malloc(sizeof(float) * N * K), *wu = malloc(sizeof(float) * N * K);
+    float *got = malloc(sizeof(float) * T * N);
+    assert_true(bg && bu && x && wg && wu && got);
+    assert_int_equal(dp_quant_dequantize_row(t, bg, wg, (int64_t)N * K), DP_OK);
+    assert_int_equal(dp_quant_dequantize_row(t, bu, wu, (int64_t)N * K), DP_OK);
+    kg_fill(c, x, (uint64_t)T * K, 1.0f);
+    kg_round(x, adt, (uint64_t)T * K);
+
+    dp_gtensor *tx = kg_upload(c, adt, x, (uint64_t)T * K);
+    dp_gtensor *tg = upload_blocks(c, t, bg, N, K), *tu = upload_blocks(c, t, bu, N, K), *ty = NULL;
+    dp_err e = {0};
+    uint64_t shape[1] = {(uint64_t)T * N};
+    if (dp_gtensor_create(c->dev, adt, 1, shape, &ty, &e) != DP_OK) fail_msg("%s", e.msg);
+    const char *defs[3] = {qdefine(t), "DP_GLU", "DP_ACT_F16"};
+    const uint32_t tt = T < 4 ? T : 4;
+    dp_kconst kc[3] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}};
+    dp_kernel_desc kd = {.file = "matmul/gemv_q.comp", .defines = defs, .n_defines = act_f16 ? 3 : 2,
+                         .constants = kc, .n_constants = 3};
+    dp_kernel *k = NULL;
+    if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel gemv_q (DP_GLU): %s", e.msg);
+    dp_dispatch d;
+    dp_dispatch_init(&d, k);
+    dp_dispatch_tensor(&d, "x", tx);
+    dp_dispatch_tensor(&d, "w", tg);
+    dp_dispatch_tensor(&d, "wu", tu);
+    dp_dispatch_tensor(&d, "y", ty);
+    dp_dispatch_u32(&d, "T", T);
+    dp_dispatch_u32(&d, "N", N);
+    dp_dispatch_u32(&d, "K", K);
+    dp_dispatch_u32(&d, "x_stride", 0);
+    dp_dispatch_u32(&d, "y_stride", 0);
+    dp_dispatch_u32(&d, "kind", kind == DP_GLU_SILU ? 1u : 0u);
+    kg_run(c, &d, (N + 3) / 4, (T + tt - 1) / tt, 1);
+    kg_download(ty, got, (uint64_t)T * N);
+
+    double worst = 0.0;
+    for (uint32_t i = 0; i < T; i++)
+        for (uint32_t n = 0; n < N; n++) {
+            double g = 0.0, u = 0.0;
+            for (uint32_t kk = 0; kk < K; kk++) {
+                g += (double)x[(uint64_t)i * K + kk] * wg[(uint64_t)n * K + kk];
+                u += (double)x[(uint64_t)i * K + kk] * wu[(uint64_t)n * K + kk];
+            }
+            const double ag = kind == DP_GLU_SILU ? g / (1.0 + exp(-g)) : 0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+            const double y = ag * u;
+            const double eg = 1e-4 * (fabs(g) > 1.0 ? fabs(g) : 1.0), eu = 1e-4 * (fabs(u) > 1.0 ? fabs(u) : 1.0);
+            double tl = 1.2 * eg * fabs(u) + fabs(ag) * eu + 1e-5 * fabs(y) + 1e-7;
+            if (act_f16) tl += 1e-3 * fabs(y);
+            const double diff = fabs((double)got[(uint64_t)i * N + n] - y);
+            if (!(diff <= tl))
+                fail_msg("gemv_q DP_GLU %s %s act=%s T=%u N=%u K=%u: y[%u, %u] = %.7g, ref %.7g (diff %.3g > %.3g)",
+                         kind == DP_GLU_SILU ? "silu" : "gelu_tanh", dp_dtype_name(t), dp_dtype_name(adt), T, N, K, i, n,
+                         got[(uint64_t)i * N + n], y, diff, tl);
+            if (diff / tl > worst) worst = diff / tl;
+        }
+    print_message("  glu   gemv_q.comp %-9s %-5s act=%s T=%-2u N=%-3u K=%-4u: worst err/tol %.3f\n",
+                  kind == DP_GLU_SILU ? "silu" : "gelu_tanh", dp_dtype_name(t), dp_dtype_name(adt), T, N, K, worst);
+    dp_gtensor_release(tx); dp_gtensor_release(tg); dp_gtensor_release(tu); dp_gtensor_release(ty);
+    free(bg); free(bu); free(x); free(wg); free(wu); free(got);
+}
+
+static void test_gemv_q_glu(void **state)
+{
+    kg_ctx *c = *state;
+    for (size_t ti = 0; ti < DP_ARRAY_LEN(MATMUL_TYPES); ti++) {
+        const dp_dtype t = MATMUL_TYPES[ti];
+        const uint32_t K = dp_dtype_get(t)->block == 256 ? 2304 : 1152;
+        for (int a = 0; a < 2; a++) {
+            run_glu_q(c, t, 1, 37, K, DP_GLU_GELU_TANH, a != 0);
+            run_glu_q(c, t, 3, 13, K, DP_GLU_SILU, a != 0);
+        }
+    }
+    assert_int_equal(dp_device_validation_count(c->dev), 0);
+}
+
 static void test_gemm_q(void **state)
 {
     const mm_case cases[] = {
@@ -377,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_dequant_random),
         cmocka_unit_test(test_dequant_fixtures),
         cmocka_unit_test(test_gemv_q),
+        cmocka_unit_test(test_gemv_q_glu),
         cmocka_unit_test(test_gemm_q),
         cmocka_unit_test(test_mm_fixture),
     };

@@ -221,12 +221,14 @@ M.register {
 }
 
 
--- Float weights the fused GEMV reads (fused/gemv_multi.comp); quantised ones keep their own kernels.
+-- Weights the fused projections take: float ones (fused/gemv_multi.comp) and quantised ones (gemv_q.comp with
+-- DP_GLU for gate_up; with q_matmul=dequant_f16 their f16 copies go through gemv_multi too; doppler.lower).
 local FLOAT_W = { f32 = true, f16 = true, bf16 = true }
+local function fusable_weight(dtype) return FLOAT_W[dtype] or lower.is_quant(dtype) end
 
--- A linear the fused projections can take: float weight, output in the activation type, read by someone.
+-- A linear the fused projections can take: such a weight, output in the activation type, read by someone.
 local function plain_linear(l, ctx)
-  return l.op == "linear" and FLOAT_W[l.inputs[2].dtype] and l.dtype == "act" and not l.is_output
+  return l.op == "linear" and fusable_weight(l.inputs[2].dtype) and l.dtype == "act" and not l.is_output
          and #ctx.consumers(l) > 0
 end
 

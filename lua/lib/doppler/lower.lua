@@ -44,6 +44,9 @@ local Q_DEFINE = {
 }
 M.quant_types = Q_DEFINE
 
+-- True for a ggml block type the quantised kernels decode.
+function M.is_quant(dtype) return Q_DEFINE[dtype] ~= nil end
+
 -- Storage layouts of quantised weights (core/quant_layout.h, docs/QUANTIZATION.md "Weight layouts"): the
 -- define each kernel that reads blocks takes. A device tensor's layout is recorded here when doppler.weights
 -- uploads it repacked (keyed by the tensor object, weakly: the entry goes with the tensor); absent = row_wise.
@@ -196,27 +199,37 @@ end
 -- than the activations' (f32 logits) is a define.
 -- Quantised W: the fused kernels (gemv_q / gemm_q decode blocks in registers, in the tensor's layout), or
 -- with q_matmul=dequant_f16 the ordinary kernels on an f16 copy.
-R.linear = function(ctx, n)
-  local x, w, b = n.inputs[1], n.inputs[2], n.inputs[3]
+-- A linear's weight as the matrix kernels see it: (tensor, quant define or nil, weight dtype). With
+-- q_matmul=dequant_f16 a quantised weight becomes its f16 copy, so it takes the float kernels (and fusions).
+local function matrix_weight(ctx, w, hints)
+  local qdef = Q_DEFINE[w.etype]
+  if qdef and q_matmul_mode(ctx, hints) == "dequant_f16" then return dequant_f16(ctx, w), nil, "f16" end
+  return ctx.t(w), qdef, w.etype
+end
+
+-- y = x · Wᵀ (+ b) into node y. Float weights use the GEMV kernel at every T (W streamed once per 4 tokens:
+-- on the H100 it beat the tiled GEMM for 32- and 512-token prompts, docs/BENCHMARKS.md); quantised weights
+-- use GEMV up to 4 tokens and the tiled GEMM beyond. hint matmul=gemm|gemv forces one. An output type other
+-- than the activations' (f32 logits) is a define.
+-- Quantised W: the fused kernels (gemv_q / gemm_q decode blocks in registers, in the tensor's layout), or
+-- with q_matmul=dequant_f16 the ordinary kernels on an f16 copy.
+local function emit_linear(ctx, x, w, b, y)
   local K = x.bshape[#x.bshape]
-  local N = n.bshape[#n.bshape]
-  local T = numel(n.bshape) // N
+  local N = y.bshape[#y.bshape]
+  local T = numel(y.bshape) // N
   local hints = ctx.env.hints and ctx.env.hints.values or {}
-  local wt, qdef = ctx.t(w), Q_DEFINE[w.etype]
-  if qdef and q_matmul_mode(ctx, hints) == "dequant_f16" then
-    wt, qdef = dequant_f16(ctx, w), nil
-  end
+  local wt, qdef, wtype = matrix_weight(ctx, w, hints)
   local defs
   if qdef then
-    if K % 8 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements", w.attrs.name, w.etype, K) end
+    if K % 32 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements", w.attrs.name, w.etype, K) end
     if b and b.etype ~= "f32" then Graph.fail("plan: bias of quantised %s must be f32, is %s", w.attrs.name, b.etype) end
     defs = { qdef, LAYOUT_DEFINE[M.layout_of(wt)] }
   else
-    defs = { ctx.weight_define(wt == ctx.t(w) and w.etype or "f16", w.attrs.name) }
+    defs = { ctx.weight_define(wtype, w.attrs.name) }
   end
   if b then defs[#defs + 1] = "DP_BIAS" end
-  if n.etype ~= ctx.env.act then defs[#defs + 1] = "DP_OUT_" .. n.etype:upper() end
-  local push = { x = ctx.t(x), w = wt, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0 }
+  if y.etype ~= ctx.env.act then defs[#defs + 1] = "DP_OUT_" .. y.etype:upper() end
+  local push = { x = ctx.t(x), w = wt, y = ctx.t(y), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0 }
   if b then push.bias = ctx.t(b) end
   local mode = hints.matmul or "auto"
   if mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
@@ -232,6 +245,10 @@ R.linear = function(ctx, n)
     local k = ctx.kernel(file, ctx.defines(defs), { WG = 256, BM = 64, BN = 64, TM = 4, TN = 4, BK = qdef and 32 or 16 })
     ctx.dispatch(k, ceil_div(N, 64), ceil_div(T, 64), 1, push)
   end
+end
+
+R.linear = function(ctx, n)
+  emit_linear(ctx, n.inputs[1], n.inputs[2], n.inputs[3], n)
 end
 
 R.rope = function(ctx, n)
@@ -367,9 +384,26 @@ R.glu_linear = function(ctx, n)
   local x, wg, wu = n.inputs[1], n.inputs[2], n.inputs[3]
   local N, K = n.bshape[#n.bshape], x.bshape[#x.bshape]
   local T = numel(n.bshape) // N
-  gemv_multi(ctx, { "DP_GLU", ctx.weight_define(wg.etype, wg.attrs.name) }, N, T, {
-    x = ctx.t(x), wg = ctx.t(wg), wu = ctx.t(wu), y = ctx.t(n), T = T, N = N, K = K,
-    x_stride = x.row_stride or 0, kind = (n.attrs.kind == "silu") and 1 or 0,
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local tg, qdef, wtype = matrix_weight(ctx, wg, hints)
+  local tu = matrix_weight(ctx, wu, hints)
+  local kind = (n.attrs.kind == "silu") and 1 or 0
+  if not qdef then
+    gemv_multi(ctx, { "DP_GLU", ctx.weight_define(wtype, wg.attrs.name) }, N, T, {
+      x = ctx.t(x), wg = tg, wu = tu, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, kind = kind,
+    })
+    return
+  end
+  -- Quantised blocks decoded in the kernel: gemv_q with DP_GLU (both weights share type and layout).
+  local ldef = LAYOUT_DEFINE[M.layout_of(tg)]
+  if ldef ~= LAYOUT_DEFINE[M.layout_of(tu)] then Graph.fail("plan: %s and %s have different layouts", wg.attrs.name, wu.attrs.name) end
+  local tt, rows = math.min(T, 4), 4
+  local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines { qdef, "DP_GLU", ldef }, { WG = 128, ROWS = rows, TT = tt })
+  local nb = ceil_div(N, rows)
+  local gx = math.min(nb, WG_MAX_GROUPS)
+  ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), {
+    x = ctx.t(x), w = tg, wu = tu, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0,
+    kind = kind,
   })
 end
 
@@ -378,7 +412,18 @@ R.qkv_linear = function(ctx, n)
   local outs, ws, bs = n.attrs.outputs, n.attrs.weights, n.attrs.biases
   local K = x.bshape[#x.bshape]
   local T = numel(n.bshape) // n.bshape[#n.bshape]
-  local defs = { ctx.weight_define(ws[1].etype, ws[1].attrs.name) }
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local wts, qdef, wtype = {}, nil, nil
+  for i, w in ipairs(ws) do wts[i], qdef, wtype = matrix_weight(ctx, w, hints) end
+  -- Quantised blocks (no multi-weight quantised GEMV: the projections are independent dispatches, one
+  -- dependency level all the same), or biases of another type than the f16 copies: one linear each.
+  local bias_mismatch = false
+  for _, b in ipairs(bs or {}) do bias_mismatch = bias_mismatch or b.etype ~= wtype end
+  if qdef or bias_mismatch then
+    for i, o in ipairs(outs) do emit_linear(ctx, x, ws[i], bs and bs[i], o) end
+    return
+  end
+  local defs = { ctx.weight_define(wtype, ws[1].attrs.name) }
   if bs then defs[#defs + 1] = "DP_BIAS" end
   local push = { x = ctx.t(x), T = T, K = K, x_stride = x.row_stride or 0 }
   local total = 0
@@ -386,7 +431,7 @@ R.qkv_linear = function(ctx, n)
     local j = math.min(i, #outs)   -- a pair repeats its last member with N2 = 0 (never read)
     local o = outs[j]
     local N = (i <= #outs) and o.bshape[#o.bshape] or 0
-    push["w" .. (i - 1)], push["y" .. (i - 1)], push["N" .. (i - 1)] = ctx.t(ws[j]), ctx.t(o), N
+    push["w" .. (i - 1)], push["y" .. (i - 1)], push["N" .. (i - 1)] = wts[j], ctx.t(o), N
     if bs then push["b" .. (i - 1)] = ctx.t(bs[j]) end
     total = total + N
   end
