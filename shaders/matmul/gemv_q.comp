@@ -1,6 +1,8 @@
 #version 460
 // gemv_q: y[t, n] = sum_k x[t, k] * W[n, k]  (+ bias[n] with DP_BIAS), W block-quantised   decode (T small)
-// W is [N, K] in ggml blocks (K % QK == 0; a row is K / QK blocks, rows end to end), dequantised in registers
+// W is [N, K] in ggml blocks, w_row_blocks blocks per row (0: K / QK, K a multiple of QK; more when the file pads
+// rows to whole blocks, doppler convert --pad-k: then K need only be a multiple of 8, and the elements past K of a
+// row's last block are never decoded, so the padding never meets activation data), dequantised in registers
 // (dp_quant.glsl's dq8, exactly the CPU reference's values) and never written out. The work unit is a group of
 // 8 consecutive weights: a row has K / 8 groups, and the WG / ROWS threads that own a row take groups
 // tid, tid + WG / ROWS, ... so neighbouring threads read neighbouring bytes and every thread has work even at
@@ -16,9 +18,10 @@
 //   w         quant blocks [N, K]     weights, in the layout the define names
 //   y         ACT  [T, y_stride]      output (f32 with DP_OUT_F32)
 //   bias      f32  [N]                only with DP_BIAS
-//   T, N, K   uint                    shape (K a multiple of QK)
+//   T, N, K   uint                    shape (K a multiple of QK, or of 8 with w_row_blocks)
 //   x_stride  uint                    elements between tokens of x; 0 = K
 //   y_stride  uint                    elements between tokens of y; 0 = N
+//   w_row_blocks uint                 blocks from one row of W to the next; 0 = K / QK (unpadded)
 // Spec constants (by name):
 //   WG    workgroup size (local_size_x_id = 0), default 128; a power of two, multiple of ROWS
 //   ROWS  rows of W per workgroup, default 4 (a power of two); WG / ROWS threads per row
@@ -46,6 +49,7 @@ layout(push_constant) uniform Push {
     uint K;
     uint x_stride;
     uint y_stride;
+    uint w_row_blocks;
 } p;
 
 const uint TPR = WG / ROWS;              // threads per row
@@ -70,7 +74,7 @@ void main()
     for (uint t = 0u; t < TT; ++t) acc[t] = 0.0;
 
     if (n < p.N) {
-        const uint nb = K / QK;
+        const uint nb = p.w_row_blocks != 0u ? p.w_row_blocks : K / QK;
         uint64_t xrow[TT];
         for (uint t = 0u; t < TT; ++t)
             xrow[t] = uint64_t(p.x) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(xs) * ACT_BYTES;
