@@ -34,6 +34,17 @@ dp_status dp_upload_convert(dp_device *dev, const char *what, const void *src, d
                             uint32_t ndim, const uint64_t *shape, dp_dtype dst_type,
                             dp_gtensor **out, dp_err *err)
 {
+    if (ndim < 1 || ndim > DP_GTENSOR_MAX_DIMS) {
+        *out = NULL;
+        return DP_FAIL(err, DP_EINVAL, "%s: %u dimensions cannot be uploaded", what, ndim);
+    }
+    return dp_upload_convert_rows(dev, what, src, src_type, ndim, shape, shape[ndim - 1], dst_type, out, err);
+}
+
+dp_status dp_upload_convert_rows(dp_device *dev, const char *what, const void *src, dp_dtype src_type,
+                                 uint32_t ndim, const uint64_t *shape, uint64_t src_row, dp_dtype dst_type,
+                                 dp_gtensor **out, dp_err *err)
+{
     *out = NULL;
     if (ndim < 1 || ndim > DP_GTENSOR_MAX_DIMS)
         return DP_FAIL(err, DP_EINVAL, "%s: %u dimensions cannot be uploaded", what, ndim);
@@ -46,9 +57,12 @@ dp_status dp_upload_convert(dp_device *dev, const char *what, const void *src, d
                        dp_dtype_name(dst_type));
     uint64_t row = shape[ndim - 1], n = 1;
     for (uint32_t i = 0; i < ndim; i++) n *= shape[i];
-    if (quant && row % dp_dtype_get(src_type)->block)
+    if (src_row < row || (src_row != row && src_type == dst_type))
+        return DP_FAIL(err, DP_EINVAL, "%s: stored rows of %llu elements cannot be uploaded as rows of %llu %s", what,
+                       (unsigned long long)src_row, (unsigned long long)row, dp_dtype_name(dst_type));
+    if (quant && src_row % dp_dtype_get(src_type)->block)
         return DP_FAIL(err, DP_EFORMAT, "%s: rows of %llu elements are not whole %s blocks", what,
-                       (unsigned long long)row, dp_dtype_name(src_type));
+                       (unsigned long long)src_row, dp_dtype_name(src_type));
     dp_gtensor *t = NULL;
     dp_status st = dp_gtensor_create(dev, dst_type, ndim, shape, &t, err);
     if (st != DP_OK) return st;
@@ -62,8 +76,8 @@ dp_status dp_upload_convert(dp_device *dev, const char *what, const void *src, d
     uint64_t rows_per_chunk = CHUNK_BYTES / (row * (dst_esz + 4));
     if (rows_per_chunk == 0) rows_per_chunk = 1;
     uint64_t n_rows = n / row;
-    size_t src_row_bytes = dp_dtype_bytes(src_type, row, NULL);
-    float *tmp = malloc(row * sizeof(float) * (quant ? 1 : 0) + 1);
+    size_t src_row_bytes = dp_dtype_bytes(src_type, src_row, NULL);
+    float *tmp = malloc(src_row * sizeof(float) * (quant ? 1 : 0) + 1);
     void *chunk = malloc(rows_per_chunk * row * dst_esz);
     if (!tmp || !chunk) {
         free(tmp);
@@ -77,7 +91,7 @@ dp_status dp_upload_convert(dp_device *dev, const char *what, const void *src, d
             const uint8_t *srow = (const uint8_t *)src + (r0 + r) * src_row_bytes;
             void *drow = (uint8_t *)chunk + r * row * dst_esz;
             if (quant) {
-                st = dp_quant_dequantize_row(src_type, srow, tmp, (int64_t)row);
+                st = dp_quant_dequantize_row(src_type, srow, tmp, (int64_t)src_row);
                 if (st != DP_OK) st = DP_FAIL(err, st, "%s: cannot dequantise %s", what, dp_dtype_name(src_type));
                 for (uint64_t i = 0; i < row && st == DP_OK; i++) store_elem(dst_type, drow, i, tmp[i]);
             } else {

@@ -21,4 +21,12 @@ dp_status dp_upload_convert(dp_device *dev, const char *what, const void *src, d
                             uint32_t ndim, const uint64_t *shape, dp_dtype dst_type,
                             dp_gtensor **out, dp_err *err);
 
+/* The same for a src whose rows are stored src_row >= shape[ndim - 1] elements long (a GGUF that pads rows to
+** whole blocks, doppler convert --pad-k): each row is read src_row wide and only its first shape[ndim - 1]
+** elements are kept, so the device tensor is the logical `shape`. dst_type must be a float type unless
+** src_row == shape[ndim - 1] (blocks cannot be cut inside a block). */
+dp_status dp_upload_convert_rows(dp_device *dev, const char *what, const void *src, dp_dtype src_type,
+                                 uint32_t ndim, const uint64_t *shape, uint64_t src_row, dp_dtype dst_type,
+                                 dp_gtensor **out, dp_err *err);
+
 #endif

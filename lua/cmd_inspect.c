@@ -1,7 +1,8 @@
 /*
 ** lua/cmd_inspect.c: `doppler inspect PATH [--json]`: what a model file holds. Prints the
 ** normalised config (and for GGUF every metadata pair, long arrays abbreviated), then a table of
-** tensors (name, dtype, shape, bytes) with totals. --json prints the same as one JSON object.
+** tensors (name, dtype, shape, bytes) with totals. A tensor whose rows the file pads (doppler convert
+** --pad-k) shows its logical shape and the stored row length. --json prints the same as one JSON object.
 ** Errors name the file and the cause and exit 1.
 */
 #include <stdio.h>
@@ -137,7 +138,9 @@ static void format_shape(const dp_model_tensor *t, char *buf, size_t n)
     size_t used = (size_t)snprintf(buf, n, "[");
     for (int d = 0; d < t->ndim && used < n; d++)
         used += (size_t)snprintf(buf + used, n - used, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-    if (used < n) snprintf(buf + used, n - used, "]");
+    if (used < n) used += (size_t)snprintf(buf + used, n - used, "]");
+    /* doppler convert --pad-k: the logical shape, and the row length the file stores */
+    if (t->padded_cols && used < n) snprintf(buf + used, n - used, " rows padded to %lld", (long long)t->padded_cols);
 }
 
 static void print_text(const dp_model *m)
@@ -314,6 +317,7 @@ static void print_json(const dp_model *m)
         json_object_object_add(o, "name", json_object_new_string(t->name));
         json_object_object_add(o, "dtype", json_object_new_string(t->type_name));
         json_object_object_add(o, "shape", sh);
+        if (t->padded_cols) json_object_object_add(o, "padded_cols", json_object_new_int64(t->padded_cols));
         json_object_object_add(o, "bytes", json_object_new_uint64(t->bytes));
         json_object_array_add(ts, o);
     }

@@ -13,6 +13,8 @@
 **   doppler.quantize(type, f32_string, row_len) -> block bytes (rows end to end)
 **   doppler.dequantize(type, bytes, n) -> f32 string
 **   doppler.tensor_bytes(model, name) -> the stored bytes of a tensor
+**   doppler.tensor_f32(model, name) -> its values as f32 (CPU reference), the logical shape: rows a file
+**     pads to whole blocks (doppler convert --pad-k) lose their padding
 **   doppler.gguf_tensor_name(arch, hf_name) / doppler.hf_tensor_name(arch, gguf_name) -> name or nil
 */
 #include <lauxlib.h>
@@ -66,10 +68,21 @@ static dp_status read_row(const conv_tensor *t, int64_t r, float *dst, dp_err *e
         return DP_OK;
     }
     const dp_dtype_info *di = dp_dtype_get(t->src->dtype);
-    uint64_t row_bytes = (uint64_t)t->cols / di->block * di->type_size;
+    /* a source that pads its rows (model_file.h "Padded rows") stores padded_cols per row; cols are read */
+    uint64_t stored = (uint64_t)(t->src->padded_cols ? t->src->padded_cols : t->cols);
+    uint64_t row_bytes = stored / di->block * di->type_size;
     const uint8_t *p = (const uint8_t *)t->src->data + (uint64_t)r * row_bytes;
-    if (dp_quant_dequantize_row(t->src->dtype, p, dst, t->cols) != DP_OK)
-        return DP_FAIL(err, DP_EINVAL, "convert: tensor %s: cannot read %s values", t->src->name, di->name);
+    if (stored == (uint64_t)t->cols) {
+        if (dp_quant_dequantize_row(t->src->dtype, p, dst, t->cols) != DP_OK)
+            return DP_FAIL(err, DP_EINVAL, "convert: tensor %s: cannot read %s values", t->src->name, di->name);
+        return DP_OK;
+    }
+    float *row = malloc(stored * sizeof(float));
+    if (!row) return DP_FAIL(err, DP_ENOMEM, "convert: tensor %s: out of host memory", t->src->name);
+    dp_status st = dp_quant_dequantize_row(t->src->dtype, p, row, (int64_t)stored);
+    if (st == DP_OK) memcpy(dst, row, (size_t)t->cols * sizeof(float));
+    free(row);
+    if (st != DP_OK) return DP_FAIL(err, DP_EINVAL, "convert: tensor %s: cannot read %s values", t->src->name, di->name);
     return DP_OK;
 }
 
@@ -279,7 +292,7 @@ static void read_tensor(lua_State *L, int t, conv_tensor *c, int64_t *ne, uint32
                    (long long)c->src->numel, (long long)numel);
     if (!dp_quant_can_dequantize(c->src->dtype))
         luaL_error(L, "gguf_write: tensor %s: cannot read source type %s", c->name, c->src->type_name);
-    if (c->cols % dp_dtype_get(c->src->dtype)->block)
+    if ((c->src->padded_cols ? c->src->padded_cols : c->cols) % dp_dtype_get(c->src->dtype)->block)
         luaL_error(L, "gguf_write: tensor %s: rows of %lld do not hold whole %s blocks", c->name, (long long)c->cols,
                    c->src->type_name);
 }
@@ -411,6 +424,33 @@ static int l_tensor_bytes(lua_State *L)
     return 1;
 }
 
+static int l_tensor_f32(lua_State *L)
+{
+    dp_model *m = dp_lua_check_model(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    const dp_model_tensor *t = dp_model_find(m, name);
+    if (!t) return luaL_error(L, "%s: no tensor %s", dp_model_path(m), name);
+    if (t->dtype == DP_DTYPE_COUNT || !dp_quant_can_dequantize(t->dtype))
+        return luaL_error(L, "%s: tensor %s has type %s, which cannot be dequantised", dp_model_path(m), name, t->type_name);
+    const int64_t cols = t->ndim ? t->shape[t->ndim - 1] : 1, stored = t->padded_cols ? t->padded_cols : cols;
+    const int64_t rows = cols ? (int64_t)t->numel / cols : 0;
+    bool ok = true;
+    const size_t row_bytes = dp_dtype_bytes(t->dtype, (uint64_t)stored, &ok);
+    if (!ok || (uint64_t)rows * row_bytes != t->bytes)
+        return luaL_error(L, "%s: tensor %s: %llu bytes are not %lld rows of %lld %s", dp_model_path(m), name,
+                          (unsigned long long)t->bytes, (long long)rows, (long long)stored, t->type_name);
+    float *row = lua_newuserdatauv(L, (size_t)stored * sizeof(float) + 1, 0);   /* freed by the GC on error */
+    luaL_Buffer b;
+    char *dst = luaL_buffinitsize(L, &b, (size_t)(rows * cols) * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        if (dp_quant_dequantize_row(t->dtype, (const uint8_t *)t->data + (size_t)r * row_bytes, row, stored) != DP_OK)
+            return luaL_error(L, "%s: tensor %s: cannot dequantise %s", dp_model_path(m), name, t->type_name);
+        memcpy(dst + (size_t)(r * cols) * sizeof(float), row, (size_t)cols * sizeof(float));
+    }
+    luaL_pushresultsize(&b, (size_t)(rows * cols) * sizeof(float));
+    return 1;
+}
+
 static int push_name(lua_State *L, bool (*map)(const char *, const char *, char *, size_t))
 {
     char buf[256];
@@ -428,6 +468,7 @@ void dp_lua_register_convert(lua_State *L, int module)
         {"quantize", l_quantize},
         {"dequantize", l_dequantize},
         {"tensor_bytes", l_tensor_bytes},
+        {"tensor_f32", l_tensor_f32},
         {"gguf_tensor_name", l_gguf_tensor_name},
         {"hf_tensor_name", l_hf_tensor_name},
         {NULL, NULL},

@@ -192,6 +192,7 @@ static void push_tensor(lua_State *L, const dp_model_tensor *t)
     lua_setfield(L, -2, "shape");
     set_int(L, "bytes", (int64_t)t->bytes);
     set_int(L, "numel", (int64_t)t->numel);
+    if (t->padded_cols) set_int(L, "padded_cols", t->padded_cols);   /* rows stored this long (doppler convert --pad-k) */
 }
 
 static int l_model_tensors(lua_State *L)

@@ -10,6 +10,10 @@
 ** opts.layout = "column_wise" | "flat": a quantised 2-D tensor kept as blocks is then repacked into
 ** that layout (core/quant_layout.h, after any deinterleaving), through the on-disk cache next to the
 ** model unless opts.cache == false (opts.cache_dir: another directory).
+** A tensor whose rows the file pads to whole blocks (model_file.h "Padded rows", doppler convert --pad-k):
+** kept as blocks, the device tensor holds the stored rows, [rows, padded_cols] (doppler.weights records the
+** logical width for the kernels, doppler.lower.set_padded); converted to a float type, the padding is
+** dropped on the CPU and the device tensor is the logical [rows, K].
 ** doppler.quant_pack(bytes, dtype, rows, cols, layout) / doppler.quant_unpack(...): the repacking of
 ** a string of row_wise blocks (and back), for tests and tools.
 */
@@ -38,7 +42,7 @@ static dp_gtensor *upload_layout(dp_lua_device *d, dp_model *m, const dp_model_t
                                  lua_Integer heads, dp_qlayout l, bool cache, const char *cache_dir, const char **from,
                                  dp_err *err)
 {
-    const uint64_t shape[2] = {(uint64_t)mt->shape[0], (uint64_t)mt->shape[1]};
+    const uint64_t shape[2] = {(uint64_t)mt->shape[0], (uint64_t)(mt->padded_cols ? mt->padded_cols : mt->shape[1])};
     const char *path = dp_model_path(m);
     /* the cache key names what was repacked: the file's rows, or the deinterleaved ones */
     char key[1024];
@@ -83,6 +87,8 @@ static int l_upload_model_tensor(lua_State *L)
     if (mt->ndim < 1 || mt->ndim > DP_GTENSOR_MAX_DIMS)
         return luaL_error(L, "%s: tensor '%s' has %d dimensions", dp_model_path(m), name, mt->ndim);
     for (int i = 0; i < mt->ndim; i++) shape[i] = (uint64_t)mt->shape[i];
+    const uint64_t stored_row = (uint64_t)(mt->padded_cols ? mt->padded_cols : mt->shape[mt->ndim - 1]);
+    if (want == mt->dtype) shape[mt->ndim - 1] = stored_row;   /* blocks kept: the padded rows as stored */
     lua_Integer heads = 0;
     dp_qlayout layout = DP_QLAYOUT_ROW;
     bool cache = true;
@@ -124,7 +130,8 @@ static int l_upload_model_tensor(lua_State *L)
                               dp_dtype_name(want), dp_qlayout_name(layout));
         t = upload_layout(d, m, mt, src, heads, layout, cache, cache_dir, &from, &err);
         if (!t) return dp_lua_raise(L, &err);
-    } else if (dp_upload_convert(d->dev, name, src, mt->dtype, (uint32_t)mt->ndim, shape, want, &t, &err) != DP_OK) {
+    } else if (dp_upload_convert_rows(d->dev, name, src, mt->dtype, (uint32_t)mt->ndim, shape, stored_row, want, &t,
+                                      &err) != DP_OK) {
         return dp_lua_raise(L, &err);
     }
     dp_lua_push_tensor(L, t, false, 1);

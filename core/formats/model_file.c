@@ -218,6 +218,59 @@ static dp_status build_tensors_gguf(dp_model *m, dp_err *err)
     return DP_OK;
 }
 
+/* doppler convert --pad-k (model_file.h "Padded rows"): the listed tensors become their logical shape. */
+#define PAD_K_BLOCK 256
+
+static dp_status apply_pad_k(dp_model *m, dp_err *err)
+{
+    const dp_gguf *g = m->gguf;
+    const dp_gguf_value *flag = dp_gguf_find(g, "doppler.pad_k");
+    const dp_gguf_value *names = dp_gguf_find(g, "doppler.pad_k.tensors");
+    const dp_gguf_value *widths = dp_gguf_find(g, "doppler.pad_k.widths");
+    if (!flag && !names && !widths) return DP_OK;
+    if (!flag || flag->type != DP_GGUF_BOOL || !names || names->type != DP_GGUF_ARRAY ||
+        names->v.arr.type != DP_GGUF_STRING || !widths || widths->type != DP_GGUF_ARRAY ||
+        widths->v.arr.n != names->v.arr.n)
+        return DP_FAIL(err, DP_EFORMAT,
+                       "%s: doppler.pad_k metadata is malformed (want doppler.pad_k = bool, doppler.pad_k.tensors = "
+                       "array of names, doppler.pad_k.widths = as many integers)", m->path);
+    if (!flag->v.b) {
+        if (names->v.arr.n)
+            return DP_FAIL(err, DP_EFORMAT, "%s: doppler.pad_k is false but doppler.pad_k.tensors lists %llu tensors",
+                           m->path, (unsigned long long)names->v.arr.n);
+        return DP_OK;
+    }
+    for (uint64_t k = 0; k < names->v.arr.n; k++) {
+        dp_gguf_str nm;
+        int64_t w;
+        if (!dp_gguf_array_str(names, k, &nm) || !dp_gguf_array_int(widths, k, &w))
+            return DP_FAIL(err, DP_EFORMAT, "%s: doppler.pad_k entry %llu is unreadable", m->path, (unsigned long long)k);
+        dp_model_tensor *t = NULL;
+        for (size_t i = 0; i < m->n_tensors && !t; i++)
+            if (strlen(m->tensors[i].name) == nm.len && memcmp(m->tensors[i].name, nm.ptr, nm.len) == 0)
+                t = &m->tensors[i];
+        if (!t)
+            return DP_FAIL(err, DP_EFORMAT, "%s: doppler.pad_k.tensors names %.*s, which the file does not hold",
+                           m->path, (int)(nm.len < 200 ? nm.len : 200), nm.ptr);
+        const dp_dtype_info *di = t->dtype != DP_DTYPE_COUNT ? dp_dtype_get(t->dtype) : NULL;
+        if (!di || !di->is_quant)
+            return DP_FAIL(err, DP_EFORMAT, "%s: tensor %s is listed in doppler.pad_k.tensors but is %s, not block-quantised",
+                           m->path, t->name, t->type_name);
+        if (t->padded_cols)
+            return DP_FAIL(err, DP_EFORMAT, "%s: tensor %s is listed twice in doppler.pad_k.tensors", m->path, t->name);
+        const int64_t stored = t->shape[t->ndim - 1];
+        if (w < 1 || w > stored || stored != (w + PAD_K_BLOCK - 1) / PAD_K_BLOCK * PAD_K_BLOCK)
+            return DP_FAIL(err, DP_EFORMAT,
+                           "%s: tensor %s is stored with rows of %lld, but doppler.pad_k.widths gives its width as %lld "
+                           "(rows are padded to ceil(width / %d) * %d)", m->path, t->name, (long long)stored,
+                           (long long)w, PAD_K_BLOCK, PAD_K_BLOCK);
+        t->padded_cols = stored;
+        t->shape[t->ndim - 1] = w;
+        t->numel = t->numel / (uint64_t)stored * (uint64_t)w;
+    }
+    return DP_OK;
+}
+
 static dp_status open_gguf(dp_model *m, dp_err *err)
 {
     m->kind = DP_MODEL_GGUF;
@@ -229,7 +282,8 @@ static dp_status open_gguf(dp_model *m, dp_err *err)
     const dp_gguf_value *ct = dp_gguf_find(m->gguf, "tokenizer.chat_template");
     if (ct && ct->type == DP_GGUF_STRING && !(m->chat_template = strndup(ct->v.str.ptr, ct->v.str.len)))
         return DP_FAIL(err, DP_ENOMEM, "%s: out of host memory", m->path);
-    return build_tensors_gguf(m, err);
+    if ((st = build_tensors_gguf(m, err)) != DP_OK) return st;
+    return apply_pad_k(m, err);
 }
 
 /* dir holds the JSON side files; config_required for a directory given by the user. */

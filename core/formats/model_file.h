@@ -6,6 +6,13 @@
 ** names for GGUF; tensor_names.h maps between them).
 ** Shapes in dp_model_tensor are row-major, outermost first, for both kinds: a GGUF tensor with
 ** ne = [in, out] appears as shape {out, in}, as in torch (MODEL_REFERENCE notation).
+** Padded rows: a GGUF written by `doppler convert --pad-k` zero-pads the rows of some K-quant tensors to
+** whole 256-blocks and lists them in its metadata (doppler.pad_k = true, doppler.pad_k.tensors = names,
+** doppler.pad_k.widths = true row lengths). Such a tensor is presented as the logical matrix: shape ends
+** in the true width K, padded_cols = ceil(K / 256) * 256 is the stored row length (the data holds rows
+** of padded_cols elements). Opening checks the metadata against the tensors: a stored width other than
+** ceil(K / 256) * 256, a listed tensor that is absent, listed twice or not block-quantised, or malformed
+** keys are errors naming the file and the tensor.
 */
 #ifndef DP_FORMATS_MODEL_FILE_H
 #define DP_FORMATS_MODEL_FILE_H
@@ -28,8 +35,9 @@ typedef struct dp_model_tensor {
     dp_dtype    dtype;       /* DP_DTYPE_COUNT for GGUF types we do not compute with */
     const char *type_name;   /* "bf16", "q4_K", "iq2_xxs", ...: always set */
     int         ndim;
-    int64_t     shape[DP_MODEL_MAX_DIMS];   /* row-major, outermost first */
-    uint64_t    numel, bytes;
+    int64_t     shape[DP_MODEL_MAX_DIMS];   /* row-major, outermost first: the logical shape */
+    uint64_t    numel, bytes;    /* numel of the logical shape; bytes as stored */
+    int64_t     padded_cols;     /* 0, or the stored row length when the file pads rows (see below) */
     const void *data;        /* into the mapped file */
 } dp_model_tensor;
 

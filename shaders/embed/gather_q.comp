@@ -9,10 +9,12 @@
 // group), each workgroup walks tokens y, y + 65535, ...
 // Push (by name):
 //   ids    U32           [T]                   token ids
-//   table  quant blocks  [rows, C / QK blocks] in the layout the define names (dp_quant.glsl's dq_block)
+//   table  quant blocks  [rows, row_blocks]    in the layout the define names (dp_quant.glsl's dq_block)
 //   y      ACT           [T, C]                output
-//   T, C, rows  uint     C a multiple of QK
+//   T, C, rows  uint     C a multiple of QK, or of 8 with row_blocks
 //   scale  float         multiplier (1.0 for none)
+//   row_blocks  uint     blocks from one table row to the next; 0 = C / QK. A file that pads rows to whole
+//                        blocks (doppler convert --pad-k) has more: only the first C columns are decoded.
 // Spec constants (by name): WG workgroup size (local_size_x_id = 0), default 256.
 // Defines: DP_ACT_F16 (dp_types.glsl); one of DP_Q_Q8_0, DP_Q_Q4_0, DP_Q_Q4_1, DP_Q_Q5_0, DP_Q_Q5_1,
 //   DP_Q_Q4_K, DP_Q_Q5_K, DP_Q_Q6_K, and the layout DP_LAYOUT_COL | DP_LAYOUT_FLAT (none: row_wise) (dp_quant.glsl).
@@ -30,6 +32,7 @@ layout(push_constant) uniform Push {
     uint    C;
     uint    rows;
     float   scale;
+    uint    row_blocks;
 } p;
 
 void main()
@@ -38,11 +41,12 @@ void main()
     if (g >= p.C / 8u) return;
     const uint c0 = g * 8u;
     const uint blk = c0 / QK, e = c0 % QK;
+    const uint nb = p.row_blocks != 0u ? p.row_blocks : p.C / QK;
     for (uint t = gl_WorkGroupID.y; t < p.T; t += gl_NumWorkGroups.y) {
         const uint id = p.ids.v[t];
         float v[8];
         if (id < p.rows) {
-            dq8(dq_block(uint64_t(p.table), id, blk, p.rows, p.C / QK), e, v);
+            dq8(dq_block(uint64_t(p.table), id, blk, p.rows, nb), e, v);
         } else {
             for (uint i = 0u; i < 8u; ++i) v[i] = 0.0;
         }

@@ -4,7 +4,8 @@
 // multiple of 8) of the BN-row tile is BN * BK / 8 groups of 8 consecutive weights, each decoded in registers
 // by one thread (dp_quant.glsl's dq8: exactly the CPU reference's values) and stored as f32, transposed to
 // [BK][BN + 1]. The x slice and the register tiling are gemm.comp's. Accumulation is f32. Any T and N;
-// K a multiple of QK (so of 8, and a slice never splits a group).
+// K a multiple of QK (so of 8, and a slice never splits a group), or with w_row_blocks (rows padded to whole
+// blocks, doppler convert --pad-k) a multiple of 8: groups at k >= K are zeros, so padding is never decoded.
 //
 // Dispatch: (ceil(N / BN), ceil(T / BM), 1).
 // Push (by name): the same members as gemm.comp
@@ -15,6 +16,7 @@
 //   T, N, K   uint                    shape
 //   x_stride  uint                    elements between tokens of x; 0 = K
 //   y_stride  uint                    elements between tokens of y; 0 = N
+//   w_row_blocks uint                 blocks from one row of W to the next; 0 = K / QK (unpadded)
 // Spec constants (by name):
 //   WG   workgroup size (local_size_x_id = 0), default 256; MUST equal (BM / TM) * (BN / TN)
 //   BM   tokens per tile, default 64        TM  tokens per thread, default 4   (BM % TM == 0)
@@ -46,6 +48,7 @@ layout(push_constant) uniform Push {
     uint K;
     uint x_stride;
     uint y_stride;
+    uint w_row_blocks;
 } p;
 
 const uint TX = BN / TN;                       // threads along n
@@ -65,6 +68,7 @@ void main()
     const uint T = p.T, N = p.N, K = p.K;
     const uint xs = p.x_stride != 0u ? p.x_stride : K;
     const uint ys = p.y_stride != 0u ? p.y_stride : N;
+    const uint nbr = p.w_row_blocks != 0u ? p.w_row_blocks : K / QK;
 
     // The (row, k) slots a thread stages never change from one K slice to the next: compute their x row
     // addresses once, in 64 bits (W can pass 2^31 elements; dq_block addresses W in 64 bits too).
@@ -101,7 +105,7 @@ void main()
             const uint k = k0 + b_k[i], n = e / (BK / 8u);
             float v[8];
             if (b_ok[i] && k < K) {
-                dq8(dq_block(uint64_t(p.w), b_n[i], k / QK, N, K / QK), k % QK, v);
+                dq8(dq_block(uint64_t(p.w), b_n[i], k / QK, N, nbr), k % QK, v);
             } else {
                 for (uint j = 0u; j < 8u; ++j) v[j] = 0.0;
             }

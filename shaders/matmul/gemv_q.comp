@@ -1,6 +1,8 @@
 #version 460
 // gemv_q: y[t, n] = sum_k x[t, k] * W[n, k]  (+ bias[n] with DP_BIAS), W block-quantised   decode (T small)
-// W is [N, K] in ggml blocks (K % QK == 0; a row is K / QK blocks, rows end to end), decoded in registers
+// W is [N, K] in ggml blocks, w_row_blocks blocks per row (0: K / QK, K a multiple of QK; more when the file pads
+// rows to whole blocks, doppler convert --pad-k: then K need only be a multiple of 16, and the values past K of a
+// row's last block are never decoded, so the padding never meets activation data), decoded in registers
 // and never written out. Decode is bound by the bytes read, so the work unit is what one 16-byte load
 // brings: 32 values of one block (dp_quant_unit.glsl: a uvec4 of codes plus the block's scales; on the flat
 // layout every code load is one 128-bit load). A row has K / 32 units; the WG / ROWS threads that own a row
@@ -25,9 +27,10 @@
 //   bias      f32  [N]                only with DP_BIAS (not with DP_GLU)
 //   wu        quant blocks [N, K]     DP_GLU: the up projection (w is the gate)
 //   kind      uint                    DP_GLU: 0 gelu_tanh, 1 silu
-//   T, N, K   uint                    shape (K a multiple of QK)
+//   T, N, K   uint                    shape (K a multiple of QK, or of 16 with w_row_blocks)
 //   x_stride  uint                    elements between tokens of x; 0 = K
 //   y_stride  uint                    elements between tokens of y; 0 = N
+//   w_row_blocks uint                 blocks from one row of W (and Wu) to the next; 0 = K / QK (unpadded)
 // Spec constants (by name):
 //   WG    workgroup size (local_size_x_id = 0), default 128; a power of two, multiple of ROWS
 //   ROWS  rows of W per workgroup, default 4 (a power of two); WG / ROWS threads per row
@@ -68,6 +71,7 @@ layout(push_constant) uniform Push {
     uint K;
     uint x_stride;
     uint y_stride;
+    uint w_row_blocks;
 #ifdef DP_GLU
     uint kind;
 #endif
@@ -124,8 +128,8 @@ void main()
     for (uint t = 0u; t < TT; ++t)
         xrow[t] = uint64_t(p.x) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(xs) * ACT_BYTES;
 
-    const uint nb = K / QK;
-    const uint units = nb * DQU_PER_BLOCK;
+    const uint nb = p.w_row_blocks != 0u ? p.w_row_blocks : K / QK;   // row stride in blocks
+    const uint units = (K + QK - 1u) / QK * DQU_PER_BLOCK;             // units of the blocks holding k < K
     for (uint v = lane; v < units; v += TPR) {
         const uint b = v / DQU_PER_BLOCK, u = v % DQU_PER_BLOCK;
         dq_unit un[NW];
@@ -137,6 +141,7 @@ void main()
             float q[NW][16];
             for (uint j = 0u; j < NW; ++j) dqu_codes(un[j], u, h, q[j]);
             const uint k0 = b * QK + dqu_k0(u, h);
+            if (k0 >= K) continue;                 // padding (--pad-k rows); uniform unless rows are padded
             for (uint t = 0u; t < TT; ++t) {
                 float xv[16];
                 x16(xrow[t], k0, vec, xv);

@@ -141,6 +141,8 @@ static void check_dequant(kg_ctx *c, dp_dtype t, const void *blocks, uint64_t n,
         dp_dispatch_tensor(&d, "w", w);
         dp_dispatch_tensor(&d, "y", y);
         dp_dispatch_u32(&d, "n", (uint32_t)n);
+        dp_dispatch_u32(&d, "K", (uint32_t)n);   /* one row: the blocks end to end */
+        dp_dispatch_u32(&d, "row_blocks", 0);
         uint32_t gx, gy;
         kg_groups_1d(n / 8, 64, &gx, &gy);
         kg_run(c, &d, gx, gy, 1);
@@ -295,6 +297,7 @@ static void run_mm(kg_ctx *c, dp_dtype t, const uint8_t *blocks, const mm_case *
     dp_dispatch_u32(&d, "K", K);
     dp_dispatch_u32(&d, "x_stride", 0);
     dp_dispatch_u32(&d, "y_stride", 0);
+    dp_dispatch_u32(&d, "w_row_blocks", 0);
     if (mc->gemm) kg_run(c, &d, (N + 63) / 64, (T + 63) / 64, 1);
     else kg_run(c, &d, (N + 3) / 4, (T + tt - 1) / tt, 1);
     kg_download(ty, got, (uint64_t)T * N);
@@ -382,6 +385,7 @@ static void run_glu_q(kg_ctx *c, dp_dtype t, uint32_t T, uint32_t N, uint32_t K,
     dp_dispatch_u32(&d, "K", K);
     dp_dispatch_u32(&d, "x_stride", 0);
     dp_dispatch_u32(&d, "y_stride", 0);
+    dp_dispatch_u32(&d, "w_row_blocks", 0);
     dp_dispatch_u32(&d, "kind", kind == DP_GLU_SILU ? 1u : 0u);
     kg_run(c, &d, (N + 3) / 4, (T + tt - 1) / tt, 1);
     kg_download(ty, got, (uint64_t)T * N);

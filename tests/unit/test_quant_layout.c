@@ -324,7 +324,8 @@ static void check_dequant(kg_ctx *c, dp_dtype t, const uint8_t *blocks, uint64_t
         dp_dispatch_tensor(&d, "w", w);
         dp_dispatch_tensor(&d, "y", y);
         dp_dispatch_u32(&d, "n", (uint32_t)n);
-        if (l == DP_QLAYOUT_COL) dp_dispatch_u32(&d, "K", (uint32_t)K);
+        dp_dispatch_u32(&d, "K", (uint32_t)K);
+        dp_dispatch_u32(&d, "row_blocks", 0);
         uint32_t gx, gy;
         kg_groups_1d(n / 8, 64, &gx, &gy);
         kg_run(c, &d, gx, gy, 1);
@@ -409,6 +410,7 @@ static void run_mm(kg_ctx *c, dp_dtype t, const uint8_t *blocks, bool gemm, uint
     dp_dispatch_u32(&d, "K", K);
     dp_dispatch_u32(&d, "x_stride", 0);
     dp_dispatch_u32(&d, "y_stride", 0);
+    dp_dispatch_u32(&d, "w_row_blocks", 0);
     if (gemm) kg_run(c, &d, (N + 63) / 64, (T + 63) / 64, 1);
     else kg_run(c, &d, (N + 3) / 4, (T + tt - 1) / tt, 1);
     kg_download(ty, got, (uint64_t)T * N);

@@ -58,6 +58,34 @@ function M.set_layout(t, layout)
 end
 function M.layout_of(t) return weight_layouts[t] or "row_wise" end
 
+-- Quantised weights whose rows the file pads to whole blocks (doppler convert --pad-k, docs/QUANTIZATION.md):
+-- the device tensor holds the stored rows [.., Kpad] and stands for the logical [.., K]. doppler.weights
+-- records K here (weak keys, as layouts); the kernels get the row stride in blocks (w_row_blocks / row_blocks,
+-- 0 for every unpadded tensor) and read only the first K elements of each row.
+local Q_BLOCK = { q8_0 = 32, q4_0 = 32, q4_1 = 32, q5_0 = 32, q5_1 = 32, q4_k = 256, q5_k = 256, q6_k = 256 }
+local padded_cols = setmetatable({}, { __mode = "k" })
+function M.set_padded(t, cols)
+  local s = t:shape()
+  local q = Q_BLOCK[t:dtype()]
+  if not q or cols < 1 or cols > s[#s] or s[#s] % q ~= 0 then
+    error(("set_padded: a %s tensor %s cannot hold rows of %s"):format(t:dtype(), table.concat(s, "x"), tostring(cols)), 2)
+  end
+  padded_cols[t] = cols ~= s[#s] and cols or nil
+end
+-- The shape the weight stands for (the device tensor's, unless its rows are padded).
+function M.logical_shape(t)
+  local s = t:shape()
+  if padded_cols[t] then s[#s] = padded_cols[t] end
+  return s
+end
+-- Blocks from one row to the next of a padded tensor; 0 (the kernels' "K / QK") otherwise.
+local function row_blocks(t)
+  if not padded_cols[t] then return 0 end
+  local s = t:shape()
+  return s[#s] // Q_BLOCK[t:dtype()]
+end
+M.row_blocks = row_blocks
+
 function M.context(dev, plan, env)
   local ctx = { dev = dev, plan = plan, env = env, dispatches = 0, kernels = {} }
   plan.kernel_log = {}   -- every dispatch's kernel, in order (tests check which kernels a fusion left)
@@ -118,12 +146,14 @@ R.embed = function(ctx, n)
   local T, C = n.bshape[1], n.bshape[2]
   local qdef, k = Q_DEFINE[tab.etype], nil
   if qdef then
+    if C % 8 ~= 0 then Graph.fail("plan: quantised table %s has rows of %d elements (gather_q needs a multiple of 8)", tab.attrs.name, C) end
     k = ctx.kernel("embed/gather_q.comp", ctx.defines { qdef, LAYOUT_DEFINE[M.layout_of(ctx.t(tab))] }, { WG = 256 })
   else
     k = ctx.kernel("embed/gather.comp", ctx.defines { ctx.weight_define(tab.etype, tab.attrs.name) }, { WG = 256 })
   end
   ctx.dispatch(k, ceil_div(qdef and C // 8 or C, 256), math.min(T, WG_MAX_GROUPS), 1, {
     ids = ctx.t(ids), table = ctx.t(tab), y = ctx.t(n), T = T, C = C, rows = tab.bshape[1], scale = n.attrs.scale,
+    row_blocks = qdef and row_blocks(ctx.t(tab)) or nil,
   })
 end
 
@@ -173,8 +203,7 @@ local function dequant_f16(ctx, w)
   local k = ctx.kernel("quant/dequant.comp", { Q_DEFINE[w.etype], ldef }, { WG = 256 })
   local gx, gy = groups_1d(N * K // 8, 256)
   local rec = ctx.dev:recorder()
-  local push = { w = ctx.t(w), y = t, n = N * K }
-  if ldef == "DP_LAYOUT_COL" then push.K = K end
+  local push = { w = ctx.t(w), y = t, n = N * K, K = K, row_blocks = row_blocks(ctx.t(w)) }
   rec:dispatch(k, { gx, gy, 1 }, push)
   rec:run()
   f16_copies[ctx.t(w)] = t
@@ -221,9 +250,12 @@ local function emit_linear(ctx, x, w, b, y)
   local wt, qdef, wtype = matrix_weight(ctx, w, hints)
   local defs
   if qdef then
-    if K % 32 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements", w.attrs.name, w.etype, K) end
+    if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", w.attrs.name, w.etype, K) end
     if b and b.etype ~= "f32" then Graph.fail("plan: bias of quantised %s must be f32, is %s", w.attrs.name, b.etype) end
     defs = { qdef, LAYOUT_DEFINE[M.layout_of(wt)] }
+    if row_blocks(wt) == 0 and K % Q_BLOCK[w.etype] ~= 0 then
+      Graph.fail("plan: %s is %s with rows of %d elements, not whole blocks", w.attrs.name, w.etype, K)
+    end
   else
     defs = { ctx.weight_define(wtype, w.attrs.name) }
   end
@@ -231,6 +263,7 @@ local function emit_linear(ctx, x, w, b, y)
   if y.etype ~= ctx.env.act then defs[#defs + 1] = "DP_OUT_" .. y.etype:upper() end
   local push = { x = ctx.t(x), w = wt, y = ctx.t(y), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0 }
   if b then push.bias = ctx.t(b) end
+  if qdef then push.w_row_blocks = row_blocks(wt) end
   local mode = hints.matmul or "auto"
   if mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
     local tt = math.min(T, 4)
@@ -396,14 +429,17 @@ R.glu_linear = function(ctx, n)
   end
   -- Quantised blocks decoded in the kernel: gemv_q with DP_GLU (both weights share type and layout).
   local ldef = LAYOUT_DEFINE[M.layout_of(tg)]
-  if ldef ~= LAYOUT_DEFINE[M.layout_of(tu)] then Graph.fail("plan: %s and %s have different layouts", wg.attrs.name, wu.attrs.name) end
+  if ldef ~= LAYOUT_DEFINE[M.layout_of(tu)] or row_blocks(tg) ~= row_blocks(tu) then
+    Graph.fail("plan: %s and %s are stored differently (layout or padded rows)", wg.attrs.name, wu.attrs.name)
+  end
+  if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", wg.attrs.name, wg.etype, K) end
   local tt, rows = math.min(T, 4), 4
   local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines { qdef, "DP_GLU", ldef }, { WG = 128, ROWS = rows, TT = tt })
   local nb = ceil_div(N, rows)
   local gx = math.min(nb, WG_MAX_GROUPS)
   ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), {
     x = ctx.t(x), w = tg, wu = tu, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0,
-    kind = kind,
+    w_row_blocks = row_blocks(tg), kind = kind,
   })
 end
 

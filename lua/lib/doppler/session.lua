@@ -14,6 +14,7 @@ local doppler = require "doppler"
 local Graph = require "doppler.graph"
 local plan = require "doppler.plan"
 local weights = require "doppler.weights"
+local lower = require "doppler.lower"
 local rope = require "doppler.rope"
 local loop = require "doppler.loop"
 
@@ -134,7 +135,7 @@ function Session:graph(all_rows)
     if not n then
       local t = s.weights[name]
       if not t then Graph.fail("weight '%s' is not in the model (%s)", name, s.model:path()) end
-      n = g:weight { name = name, shape = t:shape(), dtype = t:dtype() }
+      n = g:weight { name = name, shape = lower.logical_shape(t), dtype = t:dtype() }
       nodes[name] = n
     end
     return n

@@ -13,6 +13,12 @@
 -- in interleaved RoPE pair order (Llama and Mistral); for a GGUF those rows are put back in HF's
 -- half-split order on upload (dev:upload_model_tensor's deinterleave_heads), so the recipe and
 -- the RoPE kernel are the same for both file kinds.
+--
+-- Padded rows (doppler convert --pad-k; core/formats/model_file.h checks the doppler.pad_k.* metadata): the
+-- model reports such a tensor with its logical shape [N, K] (padded_cols = the stored row length), so the
+-- recipe check below is the ordinary one. Kept as blocks, the device tensor holds the stored rows and
+-- doppler.lower.set_padded records K for the kernels; converted to a float type, the padding is dropped on
+-- upload.
 local lower = require "doppler.lower"
 
 local M = {}
@@ -57,6 +63,8 @@ function M.load(dev, recipe, model, cfg, h, progress)
       opts.layout, opts.cache = layout, h:get("q_layout_cache") == "on"
     end
     local t, from = dev:upload_model_tensor(model, e[1], dt, opts)
+    local mt = model:tensor(e[1])
+    if mt.padded_cols and dt == mt.dtype then lower.set_padded(t, mt.shape[#mt.shape]) end
     if opts.layout then
       lower.set_layout(t, layout)
       info.layouts[e[1]] = layout
@@ -74,7 +82,12 @@ function M.load(dev, recipe, model, cfg, h, progress)
       local ok = #t.shape == #shape
       for i = 1, #shape do ok = ok and t.shape[i] == shape[i] end
       if not ok then
-        problems[#problems + 1] = ("tensor %s has shape %s, the config implies %s"):format(name, shape_str(t.shape), shape_str(shape))
+        local msg = ("tensor %s has shape %s, the config implies %s"):format(name, shape_str(t.shape), shape_str(shape))
+        local want, have = shape[#shape], t.shape[#t.shape]
+        if #t.shape == #shape and want and have == (want + 255) // 256 * 256 and have ~= want then
+          msg = msg .. " (rows padded to 256, but the file's doppler.pad_k.tensors does not list it)"
+        end
+        problems[#problems + 1] = msg
       end
     end
   end
@@ -152,6 +165,8 @@ function M.stack(dev, st)
   local shape = { st.count }
   for _, d in ipairs(first:shape()) do shape[#shape + 1] = d end
   local out = dev:tensor { dtype = first:dtype(), shape = shape }
+  local logical = lower.logical_shape(first)
+  if logical[#logical] ~= shape[#shape] then lower.set_padded(out, logical[#logical]) end
   local bytes = first:nbytes()
   local k = dev:kernel { file = "copy/copy.comp", constants = { WG = 256 } }
   local rec = dev:recorder()
