@@ -253,4 +253,38 @@ check.case("not fused: top-k draws and the repetition penalty (they need every l
   check.truthy(not has(r.kernels, "lm_head"), "the repetition penalty needs the logits")
 end)
 
+-- End to end: the recipes' decode loops give the same ids with the fusion on and off, step by step
+-- (decode_chunk = 1: logits kept besides) and in the GPU loop (decode_chunk = 16: no logits written).
+local session = require "doppler.session"
+local recipes = require "doppler.recipes"
+local generate = require "doppler.generate"
+for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
+  check.case(name .. ": generated ids with fusion lm_head on and off (greedy and seeded draws)", function()
+    local path = check.fixtures .. "/models/" .. name
+    local m = doppler.open_model(path)
+    local recipe = recipes.for_config(doppler.read_json(path .. "/config.json"), path)
+    local function gen(fusion, chunk, sopts)
+      local h = hints.new()
+      h:set("fusion", fusion, "test")
+      h:set("decode_chunk", chunk, "test")
+      local s = session.open(recipe, m, { hints = h, context = 64 })
+      local smp = sampler.new(s, sopts)
+      local ids = {}
+      local decode = recipe.decode or generate.decode
+      decode(s, { 2, 10, 20, 30, 7 }, { max_tokens = 20, sampler = smp, stops = {} }, function(id) ids[#ids + 1] = id end)
+      local names = {}
+      for i, k in ipairs(s.last_plan.kernel_log) do names[i] = k:name() end
+      return table.concat(ids, ","), names
+    end
+    for _, sopts in ipairs({ { temperature = 0 }, { temperature = 6, seed = 3 } }) do
+      local want = gen("-lm_head,-lm_head_sample", 1, sopts)
+      for _, chunk in ipairs({ 1, 16 }) do
+        local got, names = gen("on", chunk, sopts)
+        check.eq(got, want, ("ids, decode_chunk %d, temperature %g"):format(chunk, sopts.temperature))
+        check.truthy(has(names, "lm_head"), "the fused kernel ran")
+      end
+    end
+  end)
+end
+
 check.done()
