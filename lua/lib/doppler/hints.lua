@@ -1,5 +1,6 @@
 -- doppler.hints: kernel and precision hints, their valid values, and where each value came from.
--- Precedence, lowest first: built-in default < recipe < manifest < --hints FILE < --hint KEY=VALUE.
+-- Precedence, lowest first: built-in default < tune cache (doppler.tune, `doppler tune`) < recipe < manifest
+-- < --hints FILE < --hint KEY=VALUE.
 -- An unknown key or value is an error that lists the valid ones.
 
 local M = {}
