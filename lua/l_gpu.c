@@ -89,6 +89,8 @@ static void push_caps(lua_State *L, const dp_device_caps *c)
     lua_pushinteger(L, c->index), lua_setfield(L, -2, "index");
     lua_pushstring(L, c->name), lua_setfield(L, -2, "name");
     lua_pushstring(L, c->driver_name), lua_setfield(L, -2, "driver");
+    lua_pushstring(L, c->driver_info), lua_setfield(L, -2, "driver_info");        /* the tune cache's key */
+    lua_pushinteger(L, (lua_Integer)c->driver_version), lua_setfield(L, -2, "driver_version");
     lua_pushstring(L, c->type_name), lua_setfield(L, -2, "type");
     lua_pushinteger(L, c->subgroup_size), lua_setfield(L, -2, "subgroup_size");
     lua_pushboolean(L, c->fp16), lua_setfield(L, -2, "fp16");

@@ -33,6 +33,7 @@ static const struct { const char *name, *summary; } lua_commands[] = {
     {"run", "generate with the recipe the model's architecture names (--model PATH)"},
     {"synth", "write a synthetic model (seeded random weights at a config's shapes)"},
     {"convert", "HF directory -> GGUF (q4_k_m, q8_0, q4_0, f16, bf16; our quantiser) + manifest"},
+    {"tune", "time kernel variants on this device; the winners become hint defaults (--model PATH)"},
     {NULL, NULL},
 };
 

@@ -289,4 +289,61 @@ M.register {
   end,
 }
 
+-- ---- lm_head: final norm + LM head + argmax / draw (fused/lm_head.comp, lm_head_q.comp) ------------------
+-- argmax(softcap?(linear(rmsnorm(x1), W)))  ->  one kernel that normalises the single row in every
+-- workgroup, computes the logits as the unfused kernels do and keeps each workgroup's best (value, index),
+-- then argmax_final: the ids are those of the unfused path, and the logits are never written. The same for
+-- a Gumbel-max draw (sample without repetition penalty, top-k/top-p or min-p: those need every logit or
+-- the row maximum before any key). The logits: with env.keep_logits (the session's step passes, for
+-- Session:last_logits) the kernel writes them besides the id (1 MB for Gemma, against the 600 MB it
+-- reads); otherwise (the GPU decode loop) they are not written and the plan has no logits output. An
+-- all-rows graph (--logits-out: the row is a last_row of every position's logits) keeps the plain path.
+local function lm_head_row(row, reader, ctx)
+  if ctx.hints.matmul == "gemm" then return nil end      -- the unfused LM head would be the tiled GEMM
+  if not ctx.only_reader(row, reader) then return nil end
+  local lin, cap = row, nil
+  if row.op == "softcap" then
+    lin, cap = row.inputs[1], row.attrs.arg
+    if not ctx.only_reader(lin, row) or lin.is_output then return nil end
+  end
+  if lin.op ~= "linear" or #lin.inputs ~= 2 or lin.dtype ~= "f32" then return nil end
+  local xn, w = lin.inputs[1], lin.inputs[2]
+  if xn.op ~= "rmsnorm" or xn.is_output or not ctx.only_reader(xn, lin) then return nil end
+  if #xn.shape ~= 2 or xn.shape[1] ~= 1 or type(xn.shape[2]) ~= "number" then return nil end
+  if xn.shape[2] > lower.LM_HEAD_MAX_K then return nil end
+  if not (FLOAT_W[w.dtype] or lower.quant_types[w.dtype]) then return nil end
+  return { x = xn.inputs[1], wn = xn.inputs[2], w = w, eps = xn.attrs.eps, offset = xn.attrs.offset,
+           softcap = cap, logits = row }
+end
+
+local function lm_head_rewrite(n, m, extra, sample, ctx)
+  local keep = ctx.env and ctx.env.keep_logits
+  n.op = "lm_head"
+  n.attrs = { eps = m.eps, offset = m.offset, softcap = m.softcap, sample = sample, logits = keep and m.logits or nil }
+  n.inputs = { m.x, m.wn, m.w, extra }
+  if keep then
+    ctx.produced_by(m.logits, n)    -- the kernel writes them (DP_LMH_LOGITS)
+  else
+    m.logits.is_output = false      -- nobody reads them: not written, and no output of the plan
+  end
+end
+
+M.register {
+  name = "lm_head", op = "argmax",
+  apply = function(n, ctx)
+    local m = lm_head_row(n.inputs[1], n, ctx)
+    if m then lm_head_rewrite(n, m, nil, nil, ctx) end
+  end,
+}
+
+M.register {
+  name = "lm_head_sample", op = "sample",
+  apply = function(n, ctx)
+    local sp = n.attrs.spec
+    if sp.repeat_penalty ~= 1 or not (sp.greedy or (sp.k == 0 and not (sp.min_p > 0))) then return end
+    local m = lm_head_row(n.inputs[1], n, ctx)
+    if m then lm_head_rewrite(n, m, n.inputs[2], sp, ctx) end
+  end,
+}
+
 return M

@@ -1,5 +1,6 @@
 -- doppler.hints: kernel and precision hints, their valid values, and where each value came from.
--- Precedence, lowest first: built-in default < recipe < manifest < --hints FILE < --hint KEY=VALUE.
+-- Precedence, lowest first: built-in default < tune cache (doppler.tune, `doppler tune`) < recipe < manifest
+-- < --hints FILE < --hint KEY=VALUE.
 -- An unknown key or value is an error that lists the valid ones.
 
 local M = {}
@@ -41,6 +42,21 @@ M.known = {
                     doc = "keep repacked layouts in MODEL.doppler-cache/ next to the model file (skipped if not writable)" },
 }
 
+-- ---- tunable kernel parameters (doppler tune: docs/TUNING.md) ------------------------------------------
+-- 0 = the built-in choice; `choices` lists the accepted values (anything else is an error listing them).
+M.known.gemv_wg     = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, default = 0,
+                        doc = "float GEMV (matmul/gemv.comp): workgroup size (0: 128)" }
+M.known.gemv_rows   = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
+                        doc = "float GEMV: rows of W per workgroup (0: 2)" }
+M.known.gemv_q_wg   = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, default = 0,
+                        doc = "quantised GEMV (matmul/gemv_q.comp): workgroup size (0: 128)" }
+M.known.gemv_q_rows = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
+                        doc = "quantised GEMV: rows of W per workgroup (0: 4)" }
+M.known.lm_head_groups = { kind = "int", min = 0, default = 0,
+                        doc = "fused final norm + LM head + argmax (fusion lm_head): most workgroups (0: 1024)" }
+M.known.tune        = { values = { "on", "off" }, default = "on",
+                        doc = "use the per-device tuning cache written by `doppler tune` as defaults (docs/TUNING.md)" }
+
 local function valid_list()
   local names = {}
   for k in pairs(M.known) do names[#names + 1] = k end
@@ -60,6 +76,12 @@ local function check(key, value, source)
   end
   if h.kind == "int" then
     local v = math.tointeger(tonumber(value))
+    if h.choices then
+      for _, c in ipairs(h.choices) do if c == v then return v end end
+      local l = {}
+      for i, c in ipairs(h.choices) do l[i] = tostring(c) end
+      error(("%s: hint %s=%s is not valid; valid values: %s"):format(source, key, tostring(value), table.concat(l, ", ")), 0)
+    end
     if not v or (h.min and v < h.min) then
       error(("%s: hint %s wants an integer >= %d, got '%s'"):format(source, key, h.min or 0, tostring(value)), 0)
     end

@@ -222,6 +222,24 @@ local function q_matmul_mode(ctx, hints)
   return ctx.big_memory == "yes" and "dequant_f16" or "fused"
 end
 
+-- The GEMV's workgroup size and rows per workgroup (hints gemv_wg, gemv_rows, gemv_q_wg, gemv_q_rows; 0 =
+-- the built-in choice, which `doppler tune` may replace per device). One function, so that the fused LM
+-- head (R.lm_head) computes each row exactly as the linear it replaces.
+function M.gemv_params(ctx, quantised)
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  if quantised then
+    local wg, rows = hints.gemv_q_wg or 0, hints.gemv_q_rows or 0
+    wg, rows = wg ~= 0 and wg or 128, rows ~= 0 and rows or 4
+    if wg % rows ~= 0 then Graph.fail("hints: gemv_q_wg=%d is not a multiple of gemv_q_rows=%d", wg, rows) end
+    return wg, rows
+  end
+  local wg, rows = hints.gemv_wg or 0, hints.gemv_rows or 0
+  wg, rows = wg ~= 0 and wg or 128, rows ~= 0 and rows or 2
+  -- gemv.comp's shared memory is 4 * ROWS * TT * WG bytes (TT <= 4): at most 32 KiB
+  if wg * rows > 2048 then Graph.fail("hints: gemv_wg=%d * gemv_rows=%d exceeds 2048 (shared memory)", wg, rows) end
+  return wg, rows
+end
+
 -- y = x · Wᵀ (+ b). Float weights use the GEMV kernel at every T (W streamed once per 4 tokens: on the
 -- H100 it beat the tiled GEMM for 32- and 512-token prompts, docs/BENCHMARKS.md); quantised weights use
 -- GEMV up to 4 tokens and the tiled GEMM beyond. hint matmul=gemm|gemv forces one. An output type other
@@ -267,9 +285,9 @@ local function emit_linear(ctx, x, w, b, y)
   local mode = hints.matmul or "auto"
   if mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
     local tt = math.min(T, 4)
-    local rows = qdef and 4 or 2
+    local wg, rows = M.gemv_params(ctx, qdef ~= nil)
     local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
-    local k = ctx.kernel(file, ctx.defines(defs), { WG = 128, ROWS = rows, TT = tt })
+    local k = ctx.kernel(file, ctx.defines(defs), { WG = wg, ROWS = rows, TT = tt })
     local nb = ceil_div(N, rows)
     local gx = math.min(nb, WG_MAX_GROUPS)
     ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
@@ -618,6 +636,67 @@ for op, kind in pairs(ELTWISE) do
     local gx, gy = groups_1d(count, 256)
     ctx.dispatch(k, gx, gy, 1, { a = ctx.t(a), b = ctx.t(b), y = ctx.t(n), n = count, kind = kind, s = n.attrs.arg or 1.0 })
   end
+end
+
+-- ---- fused final norm + LM head + argmax / draw (fusions.lua: lm_head) ------------------------------------
+-- inputs: x (the hidden row before the final norm, [1, K]), the norm weight, the LM head W [N, K], and for
+-- a draw n_ctx (its counter); attrs.logits: the logits node to write as well (env.keep_logits). Every
+-- workgroup normalises x itself, then computes its rows' logits exactly as the unfused kernels would (the same rmsnorm layout, the same GEMV parameters, softcap's formula) and
+-- keeps the best (value, index); argmax_final.comp picks the id from the gx pairs.
+local NW_DEFINE = { f32 = false, f16 = "DP_NW_F16", bf16 = "DP_NW_BF16" }
+M.LM_HEAD_MAX_K = 4096      -- the normalised row lives in shared memory (4 * K bytes)
+
+R.lm_head = function(ctx, n)
+  local x, wn, w, n_ctx = n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]
+  local K, N = x.bshape[#x.bshape], w.bshape[1]
+  local a = n.attrs
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local wt, qdef = ctx.t(w), Q_DEFINE[w.etype]
+  if qdef and q_matmul_mode(ctx, hints) == "dequant_f16" then wt, qdef = dequant_f16(ctx, w), nil end
+  local defs = {}
+  if qdef then
+    if K % 8 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements", w.attrs.name, w.etype, K) end
+    defs = { qdef, LAYOUT_DEFINE[M.layout_of(wt)] }
+  else
+    defs = { ctx.weight_define(wt == ctx.t(w) and w.etype or "f16", w.attrs.name) }
+  end
+  local nwd = NW_DEFINE[wn.etype]
+  if nwd == nil then Graph.fail("lm_head: the norm weight %s has dtype %s", wn.attrs.name, tostring(wn.etype)) end
+  if nwd then defs[#defs + 1] = nwd end
+  if a.sample then defs[#defs + 1] = "DP_LMH_SAMPLE" end
+  if a.logits then defs[#defs + 1] = "DP_LMH_LOGITS" end
+  local gw, rows = M.gemv_params(ctx, qdef ~= nil)
+  local nl = norm_layout(K, 1)
+  if not qdef and gw % subgroup_size(ctx) ~= 0 then
+    Graph.fail("lm_head at %s: the GEMV workgroup (%d) is not a multiple of the subgroup size (%d); "
+               .. "use hint fusion=-lm_head or another gemv_wg", n.where, gw, subgroup_size(ctx))
+  end
+  local wg = math.max(gw, nl)
+  local teams = wg // gw
+  local nb = ceil_div(N, rows)
+  local cap = hints.lm_head_groups or 0
+  if cap == 0 then cap = 1024 end
+  local gx = math.min(ceil_div(nb, teams), cap, WG_MAX_GROUPS)
+  local pv = ctx.dev:tensor { dtype = "f32", shape = { gx } }
+  local pi = ctx.dev:tensor { dtype = "u32", shape = { gx } }
+  ctx.plan.owned[#ctx.plan.owned + 1] = pv
+  ctx.plan.owned[#ctx.plan.owned + 1] = pi
+  local k = ctx.kernel(qdef and "fused/lm_head_q.comp" or "fused/lm_head.comp", ctx.defines(defs),
+                       { WG = wg, ROWS = rows, GW = gw, NL = nl, KMAX = K })
+  local push = {
+    x = ctx.t(x), wn = ctx.t(wn), w = wt, part_val = pv, part_idx = pi, N = N, K = K,
+    eps = a.eps, w_offset = a.offset or 0, softcap = a.softcap or 0,
+  }
+  if a.logits then push.logits = ctx.t(a.logits) end
+  local sp = a.sample
+  if sp then
+    push.steps = ctx.t(n_ctx)
+    push.temperature = sp.greedy and 0 or sp.temperature
+    push.seed_lo, push.seed_hi = sp.seed_lo, sp.seed_hi
+  end
+  ctx.dispatch(k, gx, 1, 1, push)
+  local kf = ctx.kernel("argmax/argmax_final.comp", {}, { WG = 256 })
+  ctx.dispatch(kf, 1, 1, 1, { part_val = pv, part_idx = pi, ids = ctx.t(n), n_chunks = gx })
 end
 
 return M

@@ -98,7 +98,8 @@ M.is_manifest = is_manifest
 
 -- --model may name a manifest: its recipe must be the one running, its kernel_hints apply (source
 -- "manifest NAME"), its model is what opens. --hints FILE applies next. Precedence, lowest first:
--- recipe < manifest < --hints FILE < --hint KEY=VALUE (the caller applies --hint after this).
+-- recipe < manifest < --hints FILE < --hint KEY=VALUE (the caller applies --hint after this); the tune
+-- cache (doppler.tune) sits below the recipe: it only fills hints still at their built-in default.
 -- Returns the model path (nil when none was given).
 local function resolve_model(o, h, recipe)
   local path = o.model
@@ -126,6 +127,10 @@ function M.main(recipe, argv)
   h:apply_args(o.hint)
   for _, f in ipairs(o.fusions or {}) do require("doppler.fusions").load(f) end
   if o.show_hints then
+    -- the tune cache (doppler.tune) needs the device and the model's shape: only when --model is given
+    if path and (file_exists(path) or file_exists(path .. "/config.json")) then
+      require("doppler.tune").apply(h, doppler.device():caps(), doppler.open_model(path))
+    end
     print(h:describe())
     return 0
   end
@@ -135,6 +140,8 @@ function M.main(recipe, argv)
 
   local t_load = now()
   local model = doppler.open_model(path)
+  -- tuned defaults for this device and model (doppler tune): below the recipe, manifest and hint options
+  require("doppler.tune").apply(h, doppler.device():caps(), model)
   local last_pct = -1
   local show_progress = not o.quiet and doppler.isatty(2)
   local s = session.open(recipe, model, { hints = h, progress = function(i, n)

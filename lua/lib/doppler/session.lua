@@ -201,6 +201,7 @@ function Session:plan_for(T, all_rows)
   local env = {
     T = T, act = self.act, kv = self.kv, hints = self.hints,
     weights = self.weights, states = self.states,
+    keep_logits = true,   -- Session:last_logits reads them (the lm_head fusion writes them besides the id)
     inputs = {
       ids = self.inputs.ids:view { offset = 0, dtype = "u32", shape = { T } },
       pos = self.inputs.pos:view { offset = 0, dtype = "u32", shape = { T } },
@@ -323,6 +324,7 @@ end
 -- The last pass's last logits row as a Lua array of numbers.
 function Session:last_logits()
   local t = self.last_plan:output("logits")
+  if not t then error("last_logits: the last pass was a GPU decode loop's chunk, which keeps no logits", 2) end
   local V = self.cfg.vocab_size
   local rows = t:numel() // V
   self.readback_bytes = self.readback_bytes + 4 * V

@@ -1,0 +1,276 @@
+-- doppler tune --model PATH: times kernel variants and workgroup sizes on this device for this model and
+-- stores the winners in the per-device tuning cache (doppler.tune), where every later run finds them as
+-- its hint defaults (docs/TUNING.md).
+--
+-- Method: greedy coordinate descent over the tunable hints (KNOBS below), in order: each candidate value
+-- of one knob is timed with the others at their best so far, and the fastest stays. A measurement is the
+-- real model: a prefill of --prompt-tokens ids and --tokens decode steps (the GPU loop when decode_chunk
+-- > 1), recorded with GPU timestamps around every dispatch (gpu/profiler, as recipes/bench/ does): the
+-- score is GPU milliseconds per generated token plus the prefill's per --tokens. decode_chunk changes
+-- submits rather than kernels, so it is scored by wall-clock time instead. The best of --runs
+-- measurements counts. A candidate that fails (a workgroup the device cannot take) is reported and skipped.
+local doppler = require "doppler"
+local cli = require "doppler.cli"
+local hints = require "doppler.hints"
+local session = require "doppler.session"
+local sampler = require "doppler.sampler"
+local recipes = require "doppler.recipes"
+local profile = require "doppler.profile"
+local json = require "doppler.json"
+local tune = require "doppler.tune"
+local lower = require "doppler.lower"
+
+local spec = {
+  usage = "doppler tune --model PATH [options]",
+  about = "Times kernel variants on this device (GPU timestamps, the real model's decode step and prefill)\n" ..
+          "and writes the winners to the tune cache (docs/TUNING.md); later runs use them as hint defaults.",
+  options = {
+    { "--model", "PATH", "model directory or GGUF file (required)" },
+    { "--quick", nil, "a small candidate set (a few values of the main knobs)" },
+    { "--json", nil, "print the result as one JSON object instead of a table" },
+    { "--prompt-tokens", "N", "prompt length of a measurement", type = "int", default = 32, min = 1 },
+    { "--tokens", "N", "decode steps of a measurement", type = "int", default = 32, min = 1 },
+    { "--runs", "N", "measurements per candidate (the best counts)", type = "int", default = 2, min = 1 },
+    { "--knobs", "LIST", "only these knobs (comma list; default: all that apply)" },
+    { "--hint", "KEY=VALUE", "a fixed hint for every measurement (not tuned)", repeat_ = true },
+    { "--dry-run", nil, "measure and print, but do not write the cache" },
+  },
+  epilog = "Knobs: gemv_wg, gemv_rows, gemv_q_wg, gemv_q_rows, q_matmul, lm_head_groups, attention_splits,\n" ..
+           "attention_min_chunk, decode_chunk (and q_layout for quantised models: reloads the weights).",
+}
+
+-- name -> candidates (full, quick); applies(ctx) says whether the knob matters for this model;
+-- reload: the weights must be uploaded again; wall: scored by wall-clock time (submits, not kernels).
+local KNOBS = {
+  { "q_matmul", full = { "fused", "dequant_f16" }, quick = { "fused", "dequant_f16" },
+    applies = function(c) return c.quantised end },
+  { "q_layout", full = { "row_wise", "column_wise", "flat" }, reload = true,
+    applies = function(c) return c.quantised end },
+  { "gemv_wg", full = { 64, 128, 256, 512 }, quick = { 64, 128, 256 } },
+  { "gemv_rows", full = { 1, 2, 4, 8 }, quick = { 2, 4 } },
+  { "gemv_q_wg", full = { 64, 128, 256, 512 }, quick = { 128, 256 }, applies = function(c) return c.quantised end },
+  { "gemv_q_rows", full = { 1, 2, 4, 8 }, quick = { 4, 8 }, applies = function(c) return c.quantised end },
+  { "lm_head_groups", full = { 256, 1024, 4096 } },
+  { "attention_splits", full = { 0, 8, 16, 32, 64 }, quick = { 0, 16 } },
+  { "attention_min_chunk", full = { 8, 16, 32, 64 } },
+  { "decode_chunk", full = { 1, 8, 16, 32 }, quick = { 1, 16 }, wall = true },
+}
+
+local function recipe_for(path, model)
+  local cfg = model:config()
+  if not cfg then error(path .. ": the model has no config to name its architecture", 0) end
+  if cfg.raw then return recipes.for_config(cfg.raw, path) end
+  local archs = {}
+  for _, a in ipairs({ cfg.architecture, cfg.model_type }) do
+    if a and a ~= "" then archs[#archs + 1] = a end
+  end
+  return recipes.for_architectures(archs, path)
+end
+
+local function prompt_ids(n, cfg)
+  local ids = {}
+  for i = 1, n do ids[i] = (i * 7919 + 104729) % cfg.vocab_size end
+  return ids
+end
+
+local function sum(t)
+  local x = 0
+  for _, v in pairs(t) do x = x + v end
+  return x
+end
+
+-- Feeds the prompt, then `steps` decode steps (the GPU loop with decode_chunk > 1).
+local function generate(s, smp, prompt, steps)
+  s:reset()
+  s:feed(prompt)
+  local id = smp:next()
+  local chunk = s.hints:get("decode_chunk")
+  local done = 0
+  while done < steps do
+    if chunk > 1 then
+      local ids, why = s:decode_chunk(id, chunk, steps - done, {})
+      if why == 2 then done = done + #ids; id = ids[#ids] or id
+      else done = done + #ids + 1; id = smp:next() end
+    else
+      s:feed({ id })
+      id = smp:next()
+      done = done + 1
+    end
+  end
+end
+
+-- One measurement: { score, decode_ms (GPU per token), prefill_ms (GPU), wall_ms (per decode token) }.
+local function measure(s, smp, o, wall)
+  local dev = s.dev
+  local prompt = prompt_ids(o.prompt_tokens, s.cfg)
+  if wall then
+    generate(s, smp, prompt, o.tokens)          -- records every shape first
+    local best = math.huge
+    for _ = 1, o.runs do
+      s:reset()
+      s:feed(prompt)
+      local id = smp:next()
+      local t0 = doppler.clock()
+      local chunk = s.hints:get("decode_chunk")
+      local done = 0
+      while done < o.tokens do
+        if chunk > 1 then
+          local ids, why = s:decode_chunk(id, chunk, o.tokens - done, {})
+          if why == 2 then done = done + #ids; id = ids[#ids] or id else done = done + #ids + 1; id = smp:next() end
+        else
+          s:feed({ id }); id = smp:next(); done = done + 1
+        end
+      end
+      best = math.min(best, (doppler.clock() - t0) * 1000 / o.tokens)
+    end
+    return { score = best, wall_ms = best }
+  end
+  dev:profile(true)
+  s:drop_plans()
+  generate(s, smp, prompt, 1)                   -- records every shape with timestamp queries
+  local best
+  for _ = 1, o.runs do
+    profile.clear(dev)
+    s:reset()
+    s:feed(prompt)
+    local id = smp:next()
+    local pre = sum(profile.kernel_ms(dev, 1))
+    profile.clear(dev)
+    local chunk = s.hints:get("decode_chunk")
+    local done = 0
+    while done < o.tokens do
+      if chunk > 1 then
+        local ids, why = s:decode_chunk(id, chunk, o.tokens - done, {})
+        if why == 2 then done = done + #ids; id = ids[#ids] or id else done = done + #ids + 1; id = smp:next() end
+      else
+        s:feed({ id }); id = smp:next(); done = done + 1
+      end
+    end
+    local dec = sum(profile.kernel_ms(dev, o.tokens))
+    local r = { decode_ms = dec, prefill_ms = pre, score = dec + pre / o.tokens }
+    if not best or r.score < best.score then best = r end
+  end
+  dev:profile(false)
+  s:drop_plans()
+  collectgarbage()
+  return best
+end
+
+local function fmt_ms(x) return x and ("%.4f"):format(x) or "-" end
+
+local function main(argv)
+  local o = cli.parse(argv, spec)
+  if not o.model then error("tune: --model PATH is required (see --help)", 0) end
+  local model = doppler.open_model(o.model)
+  local recipe = recipe_for(o.model, model)
+  local dev = doppler.device()
+  local caps = dev:caps()
+  local key = tune.key(caps, model)
+  local quantised = false
+  for _, t in ipairs(model:tensors()) do
+    if #t.shape >= 2 and lower.quant_types[t.dtype] then quantised = true end
+  end
+  local only
+  if o.knobs then
+    only = {}
+    for k in o.knobs:gmatch("[^,%s]+") do
+      local found = false
+      for _, kn in ipairs(KNOBS) do if kn[1] == k then found = true end end
+      if not found then
+        local names = {}
+        for i, kn in ipairs(KNOBS) do names[i] = kn[1] end
+        error(("tune: --knobs: no knob '%s'; knobs: %s"):format(k, table.concat(names, ", ")), 0)
+      end
+      only[k] = true
+    end
+  end
+
+  local h = hints.new()
+  h:apply(recipe.hints, "recipe " .. recipe.name)
+  h:apply_args(o.hint)
+  local fixed = {}
+  for _, kv in ipairs(o.hint or {}) do fixed[kv:match("^([%w_]+)=")] = true end
+  h:set("tune", "off", "doppler tune")           -- measure from the built-in defaults, never an old cache
+  local c = { quantised = quantised }
+  local plan = {}
+  for _, kn in ipairs(KNOBS) do
+    local cands = o.quick and kn.quick or (not o.quick and kn.full)
+    if cands and (not kn.applies or kn.applies(c)) and not fixed[kn[1]] and (not only or only[kn[1]]) then
+      plan[#plan + 1] = { name = kn[1], cands = cands, reload = kn.reload, wall = kn.wall }
+    end
+  end
+  local total = 0
+  for _, k in ipairs(plan) do total = total + #k.cands end
+  local log = function(...) io.stderr:write(string.format(...)) end
+  log("tune: %s on %s (%s), %d knobs, %d candidates%s\n", o.model, key.device, key.driver, #plan, total,
+      o.quick and " (--quick)" or "")
+
+  local s
+  local function open_session()
+    if s then s = nil; collectgarbage() end
+    s = session.open(recipe, model, { hints = h, context = o.prompt_tokens + o.tokens + 8 })
+  end
+  open_session()
+  local smp = sampler.new(s, { temperature = 0 })
+
+  local rows, n_done = {}, 0
+  local best_values = {}
+  for _, k in ipairs(plan) do
+    local start = h:get(k.name)
+    local best, best_v
+    for _, v in ipairs(k.cands) do
+      n_done = n_done + 1
+      h:set(k.name, v, "doppler tune")
+      local ok, r = pcall(function()
+        if k.reload then open_session(); smp = sampler.new(s, { temperature = 0 }) end
+        s:drop_plans()
+        return measure(s, smp, o, k.wall)
+      end)
+      local row = { knob = k.name, value = v, ok = ok }
+      if ok then
+        row.score, row.decode_ms, row.prefill_ms, row.wall_ms = r.score, r.decode_ms, r.prefill_ms, r.wall_ms
+        if not best or r.score < best.score then best, best_v = r, v end
+        log("[%d/%d] %s=%s: %s ms/token%s (best %s=%s)\n", n_done, total, k.name, tostring(v), fmt_ms(r.score),
+            k.wall and " wall" or " GPU", k.name, tostring(best_v))
+      else
+        row.error = tostring(r)
+        log("[%d/%d] %s=%s: failed: %s\n", n_done, total, k.name, tostring(v), tostring(r))
+      end
+      rows[#rows + 1] = row
+    end
+    if best_v == nil then best_v = start end
+    h:set(k.name, best_v, "doppler tune")
+    if k.reload then open_session(); smp = sampler.new(s, { temperature = 0 }) end
+    best_values[k.name] = best_v
+  end
+
+  local path
+  if not o.dry_run and next(best_values) then
+    path = tune.write(key, best_values, { model = o.model, results = rows })
+  end
+  if o.json then
+    print(json.encode({ key = key, hints = best_values, results = rows, cache = path }, { digits = 6 }))
+  else
+    print("| knob | value | score ms/token | decode GPU ms/token | prefill GPU ms | wall ms/token | |")
+    print("|---|---|---|---|---|---|---|")
+    for _, r in ipairs(rows) do
+      local win = best_values[r.knob] == r.value and "best" or ""
+      if not r.ok then win = "failed" end
+      print(("| %s | %s | %s | %s | %s | %s | %s |"):format(r.knob, tostring(r.value), fmt_ms(r.score),
+            fmt_ms(r.decode_ms), fmt_ms(r.prefill_ms), fmt_ms(r.wall_ms), win))
+    end
+    local keys = {}
+    for k in pairs(best_values) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for i, k in ipairs(keys) do keys[i] = k .. "=" .. tostring(best_values[k]) end
+    print("")
+    print("tuned: " .. (#keys > 0 and table.concat(keys, " ") or "nothing"))
+  end
+  if path then log("tune: wrote %s\n", path) end
+end
+
+local ok, err = pcall(main, arg)
+if not ok then
+  io.stderr:write("doppler tune: ", tostring(err), "\n")
+  os.exit(1)
+end

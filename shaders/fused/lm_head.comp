@@ -1,0 +1,113 @@
+#version 460
+// lm_head: final RMSNorm + LM head (float weights) + softcap + argmax stage 1 (or a Gumbel-max draw's stage 1)
+// in one kernel:  z[n] = softcap(rmsnorm(x) · W[n]),  part[g] = the best (z[n], n) of workgroup g's rows.
+// The method and the exactness argument are in lm_head_common.glsl: the norm is rmsnorm.comp's, and each
+// team of GW threads computes ROWS rows as matmul/gemv.comp does with WG = GW, ROWS, TT = 1 (the dot
+// product below is that kernel's, with x read from shared memory instead of global memory). Keep the two
+// in step: tests/lua/test_lm_head_fusion.lua compares the ids with the unfused kernels'.
+// Needs GW to be a multiple of the subgroup size (each team's subgroups are its own; the lowering checks).
+// Dispatch: (gx, 1, 1), gx <= ceil(ceil(N / ROWS) / TEAMS); workgroup g takes the row blocks
+//   g * TEAMS + team + i * gx * TEAMS (a team's ROWS rows each). Then argmax_final.comp over gx pairs.
+// Push: x, wn, w, part_val, part_idx, [logits], [steps], N, K, eps, w_offset, softcap, [temperature, seed_lo, seed_hi]
+//   (lm_head_common.glsl).
+// Spec constants: WG, ROWS, GW, NL, KMAX (lm_head_common.glsl).
+//   Shared memory: 4 * (KMAX + WG + TEAMS * ROWS * GW) + 8 * WG bytes.
+// Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (the LM head), DP_NW_F16 | DP_NW_BF16 (the norm
+//   weight; none: f32), DP_LMH_LOGITS (write the logits too), DP_LMH_SAMPLE (Gumbel-max keys: sample_gumbel.comp without min-p and penalty).
+#include "dp_types.glsl"
+#define LMH_W_In W_In
+#include "lm_head_common.glsl"
+
+#ifdef DP_W_F32
+#define VW 4u      // weights per 16-byte load
+#else
+#define VW 8u
+#endif
+
+// Each team's subgroup sums, [TEAMS * ROWS][GW] (as gemv.comp's red[ROWS][WG]).
+shared float red[TEAMS * ROWS * GW];
+
+// gemv.comp's w_unpack.
+void w_unpack(uvec4 u, inout float v[VW])
+{
+#if defined(DP_W_F32)
+    v[0] = uintBitsToFloat(u.x); v[1] = uintBitsToFloat(u.y);
+    v[2] = uintBitsToFloat(u.z); v[3] = uintBitsToFloat(u.w);
+#elif defined(DP_W_F16)
+    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
+    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
+#else
+    v[0] = uintBitsToFloat(u.x << 16); v[1] = uintBitsToFloat(u.x & 0xffff0000u);
+    v[2] = uintBitsToFloat(u.y << 16); v[3] = uintBitsToFloat(u.y & 0xffff0000u);
+    v[4] = uintBitsToFloat(u.z << 16); v[5] = uintBitsToFloat(u.z & 0xffff0000u);
+    v[6] = uintBitsToFloat(u.w << 16); v[7] = uintBitsToFloat(u.w & 0xffff0000u);
+#endif
+}
+
+void main()
+{
+    lmh_norm();
+
+    const uint tid = gl_LocalInvocationID.x;
+    const uint team = tid / GW, lt = tid % GW;
+    const uint sg_team = GW / gl_SubgroupSize;             // subgroups per team
+    const uint lsg = gl_SubgroupID - team * sg_team;       // this subgroup within its team
+    const uint K = p.K, N = p.N;
+    const uint nb = (N + ROWS - 1u) / ROWS;
+    const uint step = lmh_step();
+
+    // gemv.comp's choice of path for its x (the rmsnorm output: arena memory, 256-byte aligned, stride K).
+    const bool x_vec_ok =
+#if defined(DP_ACT_F16) && defined(DP_W_F32)
+        true;
+#else
+        ((K * ACT_BYTES) & 15u) == 0u;
+#endif
+    const bool vec = (K % VW) == 0u && (uint64_t(p.w) & 15ul) == 0ul && ((K * W_BYTES) & 15u) == 0u && x_vec_ok;
+
+    float bv = 0.0;
+    uint bi = LMH_NO_ID;
+    for (uint base = gl_WorkGroupID.x * TEAMS; base < nb; base += gl_NumWorkGroups.x * TEAMS) {
+        const uint n0 = (base + team) * ROWS;              // past N for a spare team: clamped, dropped
+        uint64_t wrow[ROWS];
+        for (uint r = 0u; r < ROWS; ++r)
+            wrow[r] = uint64_t(p.w) + uint64_t(min(n0 + r, N - 1u)) * uint64_t(K) * W_BYTES;
+        float acc[ROWS];
+        for (uint r = 0u; r < ROWS; ++r) acc[r] = 0.0;
+        if (vec) {
+            const uint chunks = K / VW;
+            for (uint c = lt; c < chunks; c += GW) {
+                uvec4 raw[ROWS];
+                for (uint r = 0u; r < ROWS; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
+                float xv[VW];
+                for (uint e = 0u; e < VW; ++e) xv[e] = lmh_x[c * VW + e];
+                for (uint r = 0u; r < ROWS; ++r) {
+                    float wv[VW];
+                    w_unpack(raw[r], wv);
+                    float s = acc[r];
+                    for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                    acc[r] = s;
+                }
+            }
+        } else {
+            for (uint k = lt; k < K; k += GW) {
+                float wv[ROWS];
+                for (uint r = 0u; r < ROWS; ++r) wv[r] = w_load(W_In(wrow[r]), k);
+                float xv = lmh_x[k];
+                for (uint r = 0u; r < ROWS; ++r) acc[r] = fma(wv[r], xv, acc[r]);
+            }
+        }
+        for (uint r = 0u; r < ROWS; ++r) {
+            float s = subgroupAdd(acc[r]);
+            if (subgroupElect()) red[(team * ROWS + r) * GW + lsg] = s;
+        }
+        barrier();
+        if (lt < ROWS && n0 + lt < N) {
+            float s = 0.0;
+            for (uint g = 0u; g < sg_team; ++g) s += red[(team * ROWS + lt) * GW + g];
+            lmh_consider(s, n0 + lt, step, bv, bi);
+        }
+        barrier();                                         // red is written again by the next block
+    }
+    lmh_finish(bv, bi);
+}

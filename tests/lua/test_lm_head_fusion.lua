@@ -1,0 +1,290 @@
+-- The lm_head fusion (fusions.lua; shaders/fused/lm_head.comp, lm_head_q.comp): final RMSNorm + LM head +
+-- softcap + argmax (or a Gumbel-max draw) in one kernel must give exactly the ids of the unfused kernels.
+-- A graph like a recipe's ending (last_row -> rmsnorm -> linear -> softcap? -> argmax | sample) is compiled
+-- with the fusion on and off, on random weights of every LM-head type (f32, f16, bf16, Q8_0, Q6_K, and a
+-- quantised head through q_matmul=dequant_f16), f16 and f32 activations, vocabularies that are not a
+-- multiple of a workgroup's rows, hidden sizes on the vector and the element path; with planted ties
+-- (identical rows, and softcap saturating to equal values) and a NaN row. The unfused logits are the CPU
+-- check: the fused id is their argmax (NaN first, lowest index among equal values) and, for draws, the id
+-- doppler.sample_cpu (core/sample.c) draws from them. With keep_logits the fused kernel also writes the
+-- logits, which must equal the unfused ones bit for bit (the strongest check that it computes as they do).
+package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
+local check = require "lib.check"
+local doppler = require "doppler"
+local Graph = require "doppler.graph"
+local plan = require "doppler.plan"
+local hints = require "doppler.hints"
+local sampler = require "doppler.sampler"
+
+local dev = doppler.device()
+
+local rng_state = 777
+local function rand()   -- deterministic, uniform in [-1, 1)
+  rng_state = (rng_state * 1103515245 + 12345) % 2147483648
+  return rng_state / 1073741824 - 1
+end
+local function randbyte() return math.floor((rand() + 1) * 128) % 256 end
+
+local QBLOCK = { q8_0 = { qk = 32, bytes = 34, d_at = 0 }, q6_k = { qk = 256, bytes = 210, d_at = 208 } }
+
+-- W [N, K] of dtype; rows listed in `same` are copies of row same.of; row `nan` (float types) is NaN.
+local function weight(dtype, N, K, opt)
+  local t = dev:tensor { dtype = dtype, shape = { N, K } }
+  local q = QBLOCK[dtype]
+  if q then
+    local per_row = K // q.qk
+    local rows = {}
+    for n = 1, N do
+      local blocks = {}
+      for b = 1, per_row do
+        local by = {}
+        for i = 1, q.bytes do by[i] = string.char(randbyte()) end
+        -- a sane f16 scale: 2^-7 .. 2^-6 (exponent bits 0x20.., random mantissa)
+        local d = string.pack("<I2", 0x2000 + randbyte() * 4)
+        by[q.d_at + 1], by[q.d_at + 2] = d:sub(1, 1), d:sub(2, 2)
+        blocks[b] = table.concat(by)
+      end
+      rows[n] = table.concat(blocks)
+    end
+    for _, j in ipairs(opt.same or {}) do rows[j + 1] = rows[opt.same.of + 1] end
+    t:upload(table.concat(rows))
+    return t
+  end
+  local v = {}
+  for i = 1, N * K do v[i] = rand() * (opt.scale or 1) end
+  for _, j in ipairs(opt.same or {}) do
+    for k = 1, K do v[j * K + k] = v[opt.same.of * K + k] end
+  end
+  if opt.nan then v[opt.nan * K + 1] = 0 / 0 end
+  t:upload(v)
+  return t
+end
+
+local function act_tensor(act, T, K)
+  local t = dev:tensor { dtype = act, shape = { T, K } }
+  local v = {}
+  for i = 1, T * K do v[i] = rand() * 2 end
+  t:upload(v)
+  return t
+end
+
+-- Builds and runs the graph; returns next id, the logits (unfused only) and the kernel names.
+local function run(c, fused, keep)
+  local g = Graph.new { name = "lm_head_test" }
+  local h = g:input("h", { "T", c.K }, "act")
+  local nw = g:weight { name = "nw", shape = { c.K }, dtype = c.nw_dtype }
+  local W = g:weight { name = "W", shape = { c.N, c.K }, dtype = c.w_dtype }
+  local xn = g:rmsnorm(g:last_row(h), nw, { eps = 1e-6, offset = c.offset })
+  local logits = g:linear(xn, W)
+  logits.dtype = "f32"                     -- as doppler.session makes the logits
+  if c.softcap then logits = g:softcap(logits, c.softcap); logits.dtype = "f32" end
+  g:output("logits", logits)
+  local nxt
+  if c.sample then
+    local ids, pos = g:input("ids", { "T" }, "u32"), g:input("pos", { "T" }, "u32")
+    local ctxs = g:state("ctx", { 64 }, "u32")
+    nxt = g:sample(logits, g:context_ids(ids, pos, ctxs), ctxs, c.sample)
+  else
+    nxt = g:argmax(logits)
+  end
+  g:output("next", nxt)
+  local hs = hints.new()
+  hs:set("fusion", fused and "on" or "-lm_head,-lm_head_sample", "test")
+  for k, v in pairs(c.hints or {}) do hs:set(k, v, "test") end
+  local T = c.T
+  local idt, post = dev:tensor { dtype = "u32", shape = { T } }, dev:tensor { dtype = "u32", shape = { T } }
+  local iv, pv = {}, {}
+  for i = 1, T do iv[i], pv[i] = i, c.pos0 + i - 1 end
+  idt:upload(iv); post:upload(pv)
+  local p = plan.compile(dev, g, {
+    T = T, act = c.act, kv = c.act, hints = hs, weights = { nw = c.nw, W = c.W },
+    inputs = { h = c.h, ids = idt, pos = post }, states = { ctx = c.ctx },
+    constants = function() end, keep_logits = keep,
+  })
+  p:run()
+  local r = { next = p:output("next"):download({ dtype = "u32" })[1], kernels = {} }
+  if p:output("logits") then r.logits = p:output("logits"):download() end
+  for i, k in ipairs(p.kernel_log) do r.kernels[i] = k:name() end
+  return r
+end
+
+-- torch.argmax order on the host: NaN first, then larger, then the lower index.
+local function host_argmax(z)
+  local bi = 1
+  for i = 2, #z do
+    local a, b = z[i], z[bi]
+    if (a ~= a and b == b) or (a == a and b == b and a > b) then bi = i end
+  end
+  return bi - 1
+end
+
+local function has(list, name)
+  for _, v in ipairs(list) do if v == name then return true end end
+  return false
+end
+
+local function case(c)
+  c.T = c.T or 3
+  c.pos0 = c.pos0 or 5
+  c.nw_dtype = c.nw_dtype or "f32"
+  c.offset = c.offset or 0
+  c.h = act_tensor(c.act, c.T, c.K)
+  c.nw = dev:tensor { dtype = c.nw_dtype, shape = { c.K } }
+  local nv = {}
+  for i = 1, c.K do nv[i] = rand() * 0.5 end
+  c.nw:upload(nv)
+  c.W = weight(c.w_dtype, c.N, c.K, c.wopt or {})
+  c.ctx = dev:tensor { dtype = "u32", shape = { 64 } }
+  local plain = run(c, false)
+  local fused = run(c, true, false)
+  local both = run(c, true, true)
+  for _, r in ipairs({ fused, both }) do
+    check.truthy(has(r.kernels, "lm_head") or has(r.kernels, "lm_head_q"), "the fused kernel ran")
+    check.truthy(not has(r.kernels, "argmax_partial") and not has(r.kernels, "sample_gumbel")
+                 and not has(r.kernels, "rmsnorm") and not has(r.kernels, "softcap"), "no unfused kernel left")
+  end
+  check.truthy(fused.logits == nil, "without keep_logits the fused plan writes no logits")
+  check.truthy(plain.logits ~= nil and #plain.logits == c.N, "unfused logits")
+  check.eq(#both.logits, c.N, "fused logits written besides")
+  for i = 1, c.N do   -- bit for bit (NaN included: string.pack compares the bits)
+    if string.pack("<f", both.logits[i]) ~= string.pack("<f", plain.logits[i]) then
+      error(("logit %d: fused %.9g, unfused %.9g"):format(i - 1, both.logits[i], plain.logits[i]))
+    end
+  end
+  check.eq(fused.next, plain.next, "fused id = unfused id")
+  check.eq(both.next, plain.next, "fused id (logits kept) = unfused id")
+  if c.sample then
+    local sp = c.sample
+    local want = doppler.sample_cpu(plain.logits, { temperature = sp.temperature, top_k = sp.top_k, top_p = sp.top_p,
+      min_p = sp.min_p, repeat_penalty = 1, seed = c.seed, step = c.pos0 + c.T, history = {} })
+    check.eq(fused.next, want, "fused id = sample_cpu's draw from the unfused logits")
+  else
+    check.eq(fused.next, host_argmax(plain.logits), "fused id = host argmax of the unfused logits")
+  end
+  return plain, fused
+end
+
+local FLOAT = { "f32", "f16", "bf16" }
+for _, act in ipairs({ "f16", "f32" }) do
+  for _, wd in ipairs(FLOAT) do
+    for _, K in ipairs({ 64, 100, 1152 }) do
+      check.case(("argmax: act %s, W %s, K %d, N 1001"):format(act, wd, K), function()
+        case { act = act, w_dtype = wd, K = K, N = 1001, nw_dtype = (wd == "f32") and "f32" or wd, offset = 1 }
+      end)
+    end
+  end
+end
+
+check.case("ties: identical rows in several workgroups -> the lowest index", function()
+  -- rows 700, 333 and 5 copy row 999, scaled so that it wins: the three copies tie with it
+  local c = { act = "f16", w_dtype = "f16", K = 64, N = 1003, hints = { lm_head_groups = 7 } }
+  c.wopt = { same = { 5, 333, 700, of = 999 } }
+  local plain = case(c)
+  local best = host_argmax(plain.logits)
+  local n_best = 0
+  for _, z in ipairs(plain.logits) do if z == plain.logits[best + 1] then n_best = n_best + 1 end end
+  -- whichever row wins, the copies tie: if the winner is the copied row, it must be row 5
+  if plain.logits[1000] == plain.logits[best + 1] then check.eq(best, 5, "lowest index of the tie") end
+  check.truthy(plain.logits[6] == plain.logits[1000] and plain.logits[334] == plain.logits[1000], "copies tie")
+  check.truthy(n_best >= 1, "a maximum")
+end)
+
+check.case("ties: softcap saturates many logits to the same value", function()
+  local c = { act = "f32", w_dtype = "f32", K = 128, N = 2050, softcap = 0.5, wopt = { scale = 40 },
+              hints = { lm_head_groups = 3 } }
+  local plain = case(c)
+  local best = host_argmax(plain.logits)
+  local n_best = 0
+  for _, z in ipairs(plain.logits) do if z == plain.logits[best + 1] then n_best = n_best + 1 end end
+  check.truthy(n_best >= 2, ("the test has ties at the maximum (%d)"):format(n_best))
+end)
+
+check.case("NaN: the first NaN logit wins, as torch.argmax", function()
+  local plain, fused = case { act = "f32", w_dtype = "f32", K = 64, N = 600, wopt = { nan = 411 } }
+  check.eq(fused.next, 411, "the NaN row")
+  check.truthy(plain.logits[412] ~= plain.logits[412], "row 411 is NaN")
+end)
+
+check.case("Gemma-like: softcap 30, offset 1, f16 W and norm, draws and greedy sampling", function()
+  case { act = "f16", w_dtype = "f16", nw_dtype = "f16", offset = 1, K = 256, N = 2047, softcap = 30 }
+  for _, seed in ipairs({ 1, 2, 3, 99 }) do
+    local sp = sampler.spec { temperature = 1.5, seed = seed }
+    case { act = "f16", w_dtype = "f16", K = 256, N = 2047, softcap = 30, sample = sp, seed = seed,
+           wopt = { scale = 0.2 } }
+  end
+  local g = sampler.spec { temperature = 0, seed = 4 }
+  case { act = "f32", w_dtype = "bf16", K = 96, N = 999, sample = g, seed = 4 }
+end)
+
+for _, qt in ipairs({ "q8_0", "q6_k" }) do
+  for _, act in ipairs({ "f16", "f32" }) do
+    check.case(("quantised head %s, act %s (gemv_q and dequant_f16)"):format(qt, act), function()
+      local K = 512
+      case { act = act, w_dtype = qt, K = K, N = 1001, hints = { q_matmul = "fused" } }
+      case { act = act, w_dtype = qt, K = K, N = 777, hints = { q_matmul = "fused" }, softcap = 2,
+             wopt = { same = { 3, 400, of = 776 } } }
+      case { act = act, w_dtype = qt, K = K, N = 1001, hints = { q_matmul = "dequant_f16" } }
+      local sp = sampler.spec { temperature = 0.8, seed = 12 }
+      case { act = act, w_dtype = qt, K = K, N = 1001, hints = { q_matmul = "fused" }, sample = sp, seed = 12 }
+    end)
+  end
+end
+
+check.case("tuned GEMV parameters: the fused head follows gemv_wg / gemv_rows / gemv_q_rows", function()
+  case { act = "f16", w_dtype = "f16", K = 256, N = 1001, hints = { gemv_wg = 64, gemv_rows = 4 } }
+  case { act = "f16", w_dtype = "f16", K = 64, N = 1001, hints = { gemv_wg = 256, gemv_rows = 1 } }
+  case { act = "f32", w_dtype = "q8_0", K = 256, N = 1001, hints = { q_matmul = "fused", gemv_q_wg = 64, gemv_q_rows = 8 } }
+end)
+
+check.case("not fused: top-k draws and the repetition penalty (they need every logit)", function()
+  local c = { act = "f32", w_dtype = "f32", K = 64, N = 300, T = 1, pos0 = 0 }
+  c.h = act_tensor("f32", 1, 64)
+  c.nw = dev:tensor { dtype = "f32", shape = { 64 } }
+  c.nw:upload((function() local t = {} for i = 1, 64 do t[i] = 1 end return t end)())
+  c.nw_dtype = "f32"
+  c.offset = 0
+  c.W = weight("f32", 300, 64, {})
+  c.ctx = dev:tensor { dtype = "u32", shape = { 64 } }
+  c.sample = sampler.spec { temperature = 1, top_k = 5, seed = 3 }
+  local r = run(c, true, false)
+  check.truthy(not has(r.kernels, "lm_head"), "top-k draws keep the sorting path")
+  c.sample = sampler.spec { temperature = 1, repeat_penalty = 1.3, seed = 3 }
+  r = run(c, true, false)
+  check.truthy(not has(r.kernels, "lm_head"), "the repetition penalty needs the logits")
+end)
+
+-- End to end: the recipes' decode loops give the same ids with the fusion on and off, step by step
+-- (decode_chunk = 1: logits kept besides) and in the GPU loop (decode_chunk = 16: no logits written).
+local session = require "doppler.session"
+local recipes = require "doppler.recipes"
+local generate = require "doppler.generate"
+for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
+  check.case(name .. ": generated ids with fusion lm_head on and off (greedy and seeded draws)", function()
+    local path = check.fixtures .. "/models/" .. name
+    local m = doppler.open_model(path)
+    local recipe = recipes.for_config(doppler.read_json(path .. "/config.json"), path)
+    local function gen(fusion, chunk, sopts)
+      local h = hints.new()
+      h:set("fusion", fusion, "test")
+      h:set("decode_chunk", chunk, "test")
+      local s = session.open(recipe, m, { hints = h, context = 64 })
+      local smp = sampler.new(s, sopts)
+      local ids = {}
+      local decode = recipe.decode or generate.decode
+      decode(s, { 2, 10, 20, 30, 7 }, { max_tokens = 20, sampler = smp, stops = {} }, function(id) ids[#ids + 1] = id end)
+      local names = {}
+      for i, k in ipairs(s.last_plan.kernel_log) do names[i] = k:name() end
+      return table.concat(ids, ","), names
+    end
+    for _, sopts in ipairs({ { temperature = 0 }, { temperature = 6, seed = 3 } }) do
+      local want = gen("-lm_head,-lm_head_sample", 1, sopts)
+      for _, chunk in ipairs({ 1, 16 }) do
+        local got, names = gen("on", chunk, sopts)
+        check.eq(got, want, ("ids, decode_chunk %d, temperature %g"):format(chunk, sopts.temperature))
+        check.truthy(has(names, "lm_head"), "the fused kernel ran")
+      end
+    end
+  end)
+end
+
+check.done()

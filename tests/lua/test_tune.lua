@@ -1,0 +1,144 @@
+-- `doppler tune` and the tune cache (doppler.tune, docs/TUNING.md) on the gemma3-tiny fixture, in a
+-- private cache directory (the shared one must not hand tuned hints to other tests):
+--   tune --quick writes the cache file; a second process's --show-hints shows the tuned values with source
+--   "tune (FILE)", below --hint; tune=off ignores the cache; generation with tuned (non-default) hints
+--   gives the ids of the defaults; a corrupt, stale or invalid cache file is a warning naming the file,
+--   the run goes on with the defaults; --help and a bad --knobs value.
+package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
+local check = require "lib.check"
+local doppler = require "doppler"
+local tune = require "doppler.tune"
+
+local MODEL = check.fixtures .. "/models/gemma3-tiny"
+local dir = os.tmpname()
+os.remove(dir)
+assert(os.execute(("mkdir -p '%s/tune'"):format(dir)))
+-- compiled kernels from the shared cache, so that this test compiles little
+local shared = os.getenv("DOPPLER_CACHE_DIR")
+if shared then os.execute(("cp '%s'/*.spv '%s'/ 2>/dev/null"):format(shared, dir)) end
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local function run(args)
+  local err = os.tmpname()
+  local parts = { "DOPPLER_CACHE_DIR=" .. q(dir), q(check.bin) }
+  for _, a in ipairs(args) do parts[#parts + 1] = q(a) end
+  local p = assert(io.popen(table.concat(parts, " ") .. " 2>" .. err, "r"))
+  local out = p:read("a")
+  local ok = p:close()
+  local e = check.read_file(err)
+  os.remove(err)
+  return ok, out, e
+end
+local function must(args)
+  local ok, out, e = run(args)
+  if not ok then error("doppler " .. table.concat(args, " ") .. " failed:\n" .. e, 2) end
+  return out, e
+end
+
+local function tune_files()
+  local p = assert(io.popen(("ls '%s/tune'"):format(dir)))
+  local l = {}
+  for f in p:lines() do if f:match("%.json$") then l[#l + 1] = dir .. "/tune/" .. f end end
+  p:close()
+  return l
+end
+
+local function hint_line(out, key)
+  return out:match("\n" .. key .. "%s*=[^\n]*") or out:match("^" .. key .. "%s*=[^\n]*")
+end
+
+local cache_file
+check.case("tune --quick --json writes the cache file", function()
+  local out, e = must({ "tune", "--model", MODEL, "--quick", "--tokens", "4", "--prompt-tokens", "6", "--runs", "1", "--json" })
+  check.truthy(out:match('^{.*"hints":{') ~= nil, "one JSON object with the hints")
+  check.truthy(e:match("%[1/%d+%]") ~= nil, "progress lines on stderr")
+  local files = tune_files()
+  check.eq(#files, 1, "cache files")
+  cache_file = files[1]
+  check.truthy(e:find(cache_file, 1, true) ~= nil, "names the file it wrote")
+  local t = doppler.read_json(cache_file)
+  check.eq(t.version, tune.VERSION, "version")
+  check.truthy(t.hints.gemv_wg ~= nil and t.hints.decode_chunk ~= nil, "winners stored")
+  check.eq(t.key.arch, "Gemma3ForCausalLM", "key: architecture")
+  check.eq(t.key.hidden, 64, "key: hidden size")
+end)
+
+check.case("a table by default; --help; an unknown knob is an error listing the knobs", function()
+  local out = must({ "tune", "--model", MODEL, "--quick", "--tokens", "2", "--prompt-tokens", "4", "--runs", "1",
+                     "--knobs", "gemv_rows", "--dry-run" })
+  check.truthy(out:match("| knob | value |") ~= nil, "a markdown table")
+  check.truthy(out:match("tuned: gemv_rows=%d") ~= nil, "the summary line")
+  local help = must({ "tune", "--help" })
+  check.truthy(help:match("doppler tune %-%-model PATH") ~= nil, "--help")
+  local ok, _, e = run({ "tune", "--model", MODEL, "--knobs", "warp_speed" })
+  check.truthy(not ok, "bad knob fails")
+  check.truthy(e:match("no knob 'warp_speed'") and e:match("gemv_wg"), "names the knob and lists the valid ones")
+end)
+
+-- A cache with values that are surely not the built-in ones.
+local TUNED = { gemv_wg = 32, gemv_rows = 8, attention_splits = 8, attention_min_chunk = 8, decode_chunk = 5,
+                lm_head_groups = 3 }
+local function write_cache(mutate)
+  local t = doppler.read_json(cache_file)
+  t.hints = {}
+  for k, v in pairs(TUNED) do t.hints[k] = v end
+  if mutate then mutate(t) end
+  local f = assert(io.open(cache_file, "wb"))
+  f:write(require("doppler.json").encode(t))
+  f:close()
+end
+
+check.case("--show-hints in another process: tuned values, source tune (FILE), below --hint; tune=off", function()
+  write_cache()
+  local out = must({ "run", "--model", MODEL, "--show-hints" })
+  for k, v in pairs(TUNED) do
+    local line = hint_line(out, k)
+    check.truthy(line and line:match("= " .. v .. "%s") and line:find("(tune (" .. cache_file .. "))", 1, true),
+                 k .. " from the cache: " .. tostring(line))
+  end
+  local over = must({ "run", "--model", MODEL, "--show-hints", "--hint", "gemv_wg=256" })
+  check.truthy(hint_line(over, "gemv_wg"):match("= 256%s+%(%-%-hint%)"), "--hint wins over the cache")
+  check.truthy(hint_line(over, "gemv_rows"):find("tune (", 1, true), "the other tuned values stay")
+  local off = must({ "run", "--model", MODEL, "--show-hints", "--hint", "tune=off" })
+  check.truthy(hint_line(off, "gemv_wg"):match("= 0%s+%(default%)"), "tune=off: the built-in value")
+end)
+
+check.case("generation with tuned hints gives the ids of the defaults", function()
+  write_cache()
+  local args = { "run", "--model", MODEL, "--ids", "2,10,20,30,7", "--max-tokens", "24", "--print-ids", "--quiet" }
+  local tuned = must(args)
+  local off = table.move(args, 1, #args, 1, {})
+  off[#off + 1], off[#off + 2] = "--hint", "tune=off"
+  local default = must(off)
+  local ids = check.parse_ids(tuned)
+  check.eq(#ids, 24, "ids generated")
+  check.eq(check.join(ids), check.join(check.parse_ids(default)), "ids, tuned vs default")
+end)
+
+local function expect_warning(mutate_text, want, what)
+  local f = assert(io.open(cache_file, "wb"))
+  f:write(mutate_text)
+  f:close()
+  local ok, out, e = run({ "run", "--model", MODEL, "--show-hints" })
+  check.truthy(ok, what .. ": the run goes on")
+  check.truthy(e:find("warning: " .. cache_file, 1, true) ~= nil, what .. ": a warning naming the file: " .. e)
+  check.truthy(e:find(want, 1, true) ~= nil, what .. ": says why (" .. want .. "): " .. e)
+  check.truthy(hint_line(out, "gemv_wg"):match("%(default%)"), what .. ": defaults apply")
+end
+
+check.case("a corrupt, stale or invalid cache file: a warning naming it, then the defaults", function()
+  write_cache()
+  local good = check.read_file(cache_file)
+  expect_warning("{ not json", "invalid JSON", "corrupt")
+  expect_warning("[1, 2]", "JSON object", "not an object")
+  expect_warning(good:gsub('"version":1', '"version":99'), "version 99", "another version")
+  expect_warning(good:gsub('"hidden":64', '"hidden":65'), "stale tune cache: hidden", "another model shape")
+  expect_warning(good:gsub('"gemv_wg":32', '"gemv_wg":33'), "gemv_wg=33 is not valid", "a bad value")
+  expect_warning(good:gsub('"gemv_wg":32', '"warp":1'), "unknown hint 'warp'", "an unknown hint")
+  -- generation goes on with a broken file too
+  local ok = run({ "run", "--model", MODEL, "--ids", "2,10", "--max-tokens", "2", "--quiet" })
+  check.truthy(ok, "generation with a broken cache file")
+end)
+
+os.execute(("rm -rf '%s'"):format(dir))
+check.done()
