@@ -24,7 +24,7 @@
 //   GW    threads per team (the unfused GEMV's WG)
 //   NL    lanes of the norm (the unfused rmsnorm's WG for one row)
 //   KMAX  hidden size (the shared row's length), >= K
-// Includer: defines LMH_W_In (the weight pointer type) before including this file.
+// Includer: defines LMH_W_In (the weight pointer type), and LMH_QUANT for block weights, before including this file.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -74,6 +74,9 @@ layout(push_constant) uniform Push {
 #endif
     uint     N;
     uint     K;
+#ifdef LMH_QUANT
+    uint     w_row_blocks;   // gemv_q.comp's: blocks from one row to the next, 0 = K / QK
+#endif
     float    eps;
     float    w_offset;
     float    softcap;     // 0: none

@@ -3,36 +3,43 @@
 // any type dp_quant.glsl decodes, in any layout) + softcap + argmax stage 1 (or a draw's stage 1).
 // lm_head.comp's scheme (lm_head_common.glsl) with the dot product of matmul/gemv_q.comp: a team of GW
 // threads computes ROWS rows exactly as one gemv_q workgroup (WG = GW, ROWS, TT = 1) does: TPR = GW / ROWS
-// threads per row take groups of 8 weights (dq8 decodes them: the CPU reference's values), fma in the same
-// order, then the same shared-memory tree per row. Keep this function in step with gemv_q.comp's loop:
-// tests/lua/test_lm_head_fusion.lua compares the ids with the unfused kernels' bit for bit.
-// Dispatch: as lm_head.comp. Push: the same members, w being the blocks (U16In).
+// threads per row take 32-value units (dp_quant_unit.glsl), accumulate with dqu_half_acc and reduce with
+// dqu_cluster_sum and the clusters in order, as gemv_q.comp does. Keep lmh_row_partial in step with gemv_q's
+// loop: tests/lua/test_lm_head_fusion.lua compares the ids and logits with the unfused kernels' bit for bit.
+// Dispatch: as lm_head.comp. Push: the same members, w being the blocks (U16In), plus w_row_blocks.
 // Spec constants: WG, ROWS, GW, NL, KMAX. Shared memory: 4 * (KMAX + WG + TEAMS * GW) + 8 * WG bytes.
 // Defines: the weight type DP_Q_* and its layout DP_LAYOUT_COL | DP_LAYOUT_FLAT, DP_ACT_F16,
 //   DP_NW_F16 | DP_NW_BF16, DP_LMH_LOGITS, DP_LMH_SAMPLE.
 #include "dp_types.glsl"
 #define LMH_W_In U16In
+#define LMH_QUANT
 #include "lm_head_common.glsl"
 #include "dp_quant.glsl"
+#include "dp_quant_unit.glsl"
 
 const uint TPR = GW / ROWS;               // threads per row (gemv_q.comp's TPR)
 
-shared float red[TEAMS * GW];             // [TEAMS][GW]: gemv_q.comp's red[WG] per team
+shared float red[TEAMS * GW];             // [TEAMS][GW / cluster]: gemv_q.comp's red per team
 
-// gemv_q.comp's partial sum of row n (n < N) for thread `lane` of the row's TPR threads.
+// gemv_q.comp's partial sum of row n (n < N) for thread `lane` of the row's TPR threads: the same units,
+// halves and dqu_half_acc, x read from the normalised row in shared memory (the values gemv_q reads).
 float lmh_row_partial(uint n, uint lane)
 {
     const uint K = p.K;
-    const uint nb = K / QK;
-    const uint groups = K / 8u;
+    const uint nb = p.w_row_blocks != 0u ? p.w_row_blocks : K / QK;
+    const uint units = (K + QK - 1u) / QK * DQU_PER_BLOCK;
     float acc = 0.0;
-    for (uint g = lane; g < groups; g += TPR) {
-        const uint k0 = g * 8u;
-        float wv[8];
-        dq8(dq_block(uint64_t(p.w), n, k0 / QK, p.N, nb), k0 % QK, wv);
-        float s = acc;
-        for (uint i = 0u; i < 8u; ++i) s = fma(wv[i], lmh_x[k0 + i], s);
-        acc = s;
+    for (uint v = lane; v < units; v += TPR) {
+        const uint b = v / DQU_PER_BLOCK, u = v % DQU_PER_BLOCK;
+        const dq_unit un = dqu_load(dq_block(uint64_t(p.w), n, b, p.N, nb), u);
+        for (uint h = 0u; h < 2u; ++h) {
+            const uint k0 = b * QK + dqu_k0(u, h);
+            if (k0 >= K) continue;
+            float q[16], xv[16];
+            dqu_codes(un, u, h, q);
+            for (uint i = 0u; i < 16u; ++i) xv[i] = lmh_x[k0 + i];
+            acc = dqu_half_acc(q, xv, un.a[h], un.b[h], acc);
+        }
     }
     return acc;
 }
@@ -52,13 +59,16 @@ void main()
     uint bi = LMH_NO_ID;
     for (uint base = gl_WorkGroupID.x * TEAMS; base < nb; base += gl_NumWorkGroups.x * TEAMS) {
         const uint n = (base + team) * ROWS + r;
-        red[tid] = n < N ? lmh_row_partial(n, lane) : 0.0;
+        // gemv_q.comp's reduction: shuffles within clusters of CW lanes, then the row's clusters in order.
+        const uint CW = min(TPR, gl_SubgroupSize), per_row = TPR / CW;
+        const float part = dqu_cluster_sum(n < N ? lmh_row_partial(n, lane) : 0.0, CW);
+        if (lt % CW == 0u) red[tid / CW] = part;
         barrier();
-        for (uint s = TPR / 2u; s > 0u; s >>= 1) {
-            if (lane < s) red[tid] += red[tid + s];
-            barrier();
+        if (lane == 0u && n < N) {
+            float s = 0.0;
+            for (uint c = 0u; c < per_row; ++c) s += red[(team * GW + r * TPR) / CW + c];
+            lmh_consider(s, n, step, bv, bi);
         }
-        if (lane == 0u && n < N) lmh_consider(red[tid], n, step, bv, bi);
         barrier();
     }
     lmh_finish(bv, bi);

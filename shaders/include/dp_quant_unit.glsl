@@ -9,6 +9,11 @@
 //   DQU_PER_BLOCK      units per block: QK / 32 (1, or 8 for the K-quants)
 //   dqu_load(blk, u)   unit u (0 .. DQU_PER_BLOCK) of a block: codes and per-half (a, b), and
 //   dqu_k0(u, h)       the first element (within the block) of half h of unit u; the half covers 16 elements.
+//   dqu_codes(un, u, h, q)            the 16 codes of half h as floats
+//   dqu_half_acc(q, x, a, b, acc)     acc + a * sum(q * x) + b * sum(x), in one fixed order: gemv_q.comp and
+//                                     fused/lm_head_q.comp both use it, so their logits agree bit for bit
+//   dqu_cluster_sum(v, cw)            sum over cw consecutive lanes (a power of two <= the subgroup size) by
+//                                     shuffles, every lane getting the same value; the two kernels' reduction
 // Unit layouts (core/quant.c is the reference; MODEL_REFERENCE §4):
 //   Q8_0           unit = the block: codes qs[0..16) | qs[16..32) (two uvec4), one d; a = d, b = 0
 //   Q4_0 / Q4_1    byte j of qs: low nibble = element j (half 0), high = element j + 16 (half 1);
@@ -22,6 +27,9 @@
 //                  qh[32h + 16s + i] on top; a = d * scales[8h + s + 2qd], b = -32 a
 #ifndef DP_QUANT_UNIT_GLSL
 #define DP_QUANT_UNIT_GLSL
+
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 
 #define DQU_PER_BLOCK (QK / 32u)
 
@@ -150,6 +158,19 @@ void dqu_codes(dq_unit un, uint u, uint h, out float q[16])
         q[i] = float(((un.c0[i >> 2] >> (8u * (i & 3u) + sh)) & 15u) |
                      (((un.c1[i >> 2] >> (8u * (i & 3u) + 2u * qd)) & 3u) << 4));
 #endif
+}
+
+float dqu_half_acc(float q[16], float xv[16], float a, float b, float acc)
+{
+    float sq = 0.0, sx = 0.0;
+    for (uint i = 0u; i < 16u; ++i) { sq = fma(q[i], xv[i], sq); sx += xv[i]; }
+    return fma(a, sq, fma(b, sx, acc));
+}
+
+float dqu_cluster_sum(float v, uint cw)
+{
+    for (uint o = 1u; o < cw; o <<= 1) v += subgroupShuffleXor(v, o);
+    return v;
 }
 
 #endif

@@ -145,21 +145,15 @@ void main()
             for (uint t = 0u; t < TT; ++t) {
                 float xv[16];
                 x16(xrow[t], k0, vec, xv);
-                float sx = 0.0;
-                for (uint i = 0u; i < 16u; ++i) sx += xv[i];
-                for (uint j = 0u; j < NW; ++j) {
-                    float sq = 0.0;
-                    for (uint i = 0u; i < 16u; ++i) sq = fma(q[j][i], xv[i], sq);
-                    acc[j * TT + t] = fma(un[j].a[h], sq, fma(un[j].b[h], sx, acc[j * TT + t]));
-                }
+                for (uint j = 0u; j < NW; ++j)
+                    acc[j * TT + t] = dqu_half_acc(q[j], xv, un[j].a[h], un[j].b[h], acc[j * TT + t]);
             }
         }
     }
 
     // Reduce each row's TPR partial sums: shuffles within clusters of CW consecutive lanes, then shared memory.
     const uint CW = min(TPR, gl_SubgroupSize);
-    for (uint i = 0u; i < NW * TT; ++i)
-        for (uint o = 1u; o < CW; o <<= 1) acc[i] += subgroupShuffleXor(acc[i], o);
+    for (uint i = 0u; i < NW * TT; ++i) acc[i] = dqu_cluster_sum(acc[i], CW);
     if (tid % CW == 0u)
         for (uint i = 0u; i < NW * TT; ++i) red[i * WG + tid / CW] = acc[i];
     barrier();

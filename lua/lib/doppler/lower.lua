@@ -451,8 +451,9 @@ R.glu_linear = function(ctx, n)
     Graph.fail("plan: %s and %s are stored differently (layout or padded rows)", wg.attrs.name, wu.attrs.name)
   end
   if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", wg.attrs.name, wg.etype, K) end
-  local tt, rows = math.min(T, 4), 4
-  local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines { qdef, "DP_GLU", ldef }, { WG = 128, ROWS = rows, TT = tt })
+  local tt = math.min(T, 4)
+  local wgs, rows = M.gemv_params(ctx, true)
+  local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines { qdef, "DP_GLU", ldef }, { WG = wgs, ROWS = rows, TT = tt })
   local nb = ceil_div(N, rows)
   local gx = math.min(nb, WG_MAX_GROUPS)
   ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), {
@@ -655,7 +656,7 @@ R.lm_head = function(ctx, n)
   if qdef and q_matmul_mode(ctx, hints) == "dequant_f16" then wt, qdef = dequant_f16(ctx, w), nil end
   local defs = {}
   if qdef then
-    if K % 8 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements", w.attrs.name, w.etype, K) end
+    if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", w.attrs.name, w.etype, K) end
     defs = { qdef, LAYOUT_DEFINE[M.layout_of(wt)] }
   else
     defs = { ctx.weight_define(wt == ctx.t(w) and w.etype or "f16", w.attrs.name) }
@@ -688,6 +689,7 @@ R.lm_head = function(ctx, n)
     eps = a.eps, w_offset = a.offset or 0, softcap = a.softcap or 0,
   }
   if a.logits then push.logits = ctx.t(a.logits) end
+  if qdef then push.w_row_blocks = row_blocks(wt) end
   local sp = a.sample
   if sp then
     push.steps = ctx.t(n_ctx)
