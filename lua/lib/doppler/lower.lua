@@ -10,7 +10,8 @@ local R = M.rules
 -- Inputs (by position) each op's kernel reads with a row stride (node.row_stride, set by the plan
 -- for slices of a fused projection): linear's x, rope's x, attention's q/k/v, glu's gate/up.
 M.strided = { linear = { true }, rope = { true }, attention = { true, true, true }, glu = { true, true },
-              glu_linear = { true }, qkv_linear = { true } }
+              glu_linear = { true }, qkv_linear = { true },
+              rope_kv = { true, true, true } }   -- fuse2: q, k, v of rope_kv
 
 local WG_MAX_GROUPS = 65535
 
@@ -332,12 +333,42 @@ R.attention = function(ctx, n)
                           { WG = br * lanes, D = D, LANES = lanes, BC = bc })
     ctx.dispatch(kp, ceil_div(T * (Hq // Hkv), br), Hkv, 1, push)
   end
+  if n.attrs.kv_appended then return end   -- the rope_kv fusion appended k, v already
   local kk = ctx.kernel("attention/kv_append.comp", ctx.defines(kvdef), { WG = 256 })
   local gx, gy = groups_1d(T * Hkv * D, 256)
   ctx.dispatch(kk, gx, gy, 1, {
     k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos),
     n_tokens = T, n_kv_heads = Hkv, head_dim = D, cap = cap, kv_stride = kv_stride,
   })
+end
+
+-- ---- fuse2: rope_kv (fusions.lua): q/k norm + RoPE + KV append in one kernel, one workgroup per (head,
+-- token) with rmsnorm's lanes per row (norm_layout), so the norm sums in rmsnorm's order.
+R.rope_kv = function(ctx, n)
+  local xq, xk, v, pos, freq, kc, vc, qw, kw = table.unpack(n.inputs)
+  local T, Hq, D = n.bshape[1], n.bshape[2], n.bshape[3]
+  local Hkv, cap = xk.bshape[2], kc.bshape[2]
+  if (xk.row_stride or 0) ~= (v.row_stride or 0) then
+    Graph.fail("rope_kv at %s: k and v have different row strides (%s, %s)", n.where,
+               tostring(xk.row_stride or "contiguous"), tostring(v.row_stride or "contiguous"))
+  end
+  local defs = {}
+  if kc.etype == "f16" then defs[#defs + 1] = "DP_KV_F16" end
+  if n.attrs.norm then
+    defs[#defs + 1] = "DP_QK_NORM"
+    defs[#defs + 1] = ctx.weight_define(qw.etype, qw.attrs.name)
+  end
+  local lanes = norm_layout(D, 1)
+  local k = ctx.kernel("rope/rope_kv.comp", ctx.defines(defs), { WG = lanes, D = D })
+  local push = {
+    q = ctx.t(n), k = ctx.t(xk), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos),
+    inv_freq = ctx.t(freq), n_tokens = T, n_q_heads = Hq, n_kv_heads = Hkv, cap = cap,
+    rot_dim = 2 * freq.bshape[1], q_stride = xq.row_stride or 0, kv_stride = xk.row_stride or 0,
+  }
+  if n.attrs.norm then
+    push.qw, push.kw, push.eps, push.w_offset = ctx.t(qw), ctx.t(kw), n.attrs.eps, n.attrs.offset
+  end
+  ctx.dispatch(k, Hq + Hkv, math.min(T, WG_MAX_GROUPS), ceil_div(T, WG_MAX_GROUPS), push)
 end
 
 R.glu = function(ctx, n)
