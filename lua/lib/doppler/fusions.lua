@@ -287,7 +287,7 @@ M.register {
   end,
 }
 
--- ---- fuse2: attention prologue (rope_kv) and Gemma's sandwich norm (norm_add_norm) -------------------
+-- ---- fuse2: attention prologue (rope_kv) and Gemma's sandwich norm (norm_add_norm) ---------------------
 
 -- attention(rope(norm?(q)), rope(norm?(k)), v, pos, cache)  ->  one rope_kv kernel (shaders/rope/rope_kv.comp)
 -- doing the per-head q/k RMSNorm (where both have one, with one eps and offset: Gemma 3, Qwen 3), RoPE on q
@@ -334,6 +334,23 @@ M.register {
     for key, val in pairs(n.attrs) do attrs[key] = val end
     attrs.kv_appended = true
     n.attrs = attrs
+  end,
+}
+
+-- x + rmsnorm(a; w1) feeding add_rmsnorm (Gemma's post-norm, residual add and the next pre-norm)  ->  one
+-- norm_add_norm kernel (shaders/norm/norm_add_norm.comp) writing the residual stream y and the normed h.
+-- Runs after add_rmsnorm (it rewrites that rule's nodes); both norm weights must share a dtype.
+M.register {
+  name = "norm_add_norm", op = "add_rmsnorm",
+  apply = function(n, ctx)
+    local a, b, w2, sum = table.unpack(n.inputs)
+    local r, x = nil, nil
+    if b.op == "rmsnorm" and ctx.only_reader(b, n) and not b.is_output then r, x = b, a
+    elseif a.op == "rmsnorm" and ctx.only_reader(a, n) and not a.is_output then r, x = a, b end
+    if not r or r.inputs[2].dtype ~= w2.dtype then return end
+    n.op = "norm_add_norm"
+    n.inputs = { x, r.inputs[1], r.inputs[2], w2, sum }
+    n.attrs = { eps1 = r.attrs.eps, offset1 = r.attrs.offset, eps = n.attrs.eps, offset = n.attrs.offset }
   end,
 }
 

@@ -157,6 +157,21 @@ R.add_rmsnorm = function(ctx, n)
   })
 end
 
+-- fuse2: norm_add_norm (fusions.lua): y = x + rmsnorm(a; w1), h = rmsnorm(y; w2), with add_rmsnorm's layout
+-- (so both sums are bit-identical to rmsnorm's and add_rmsnorm's).
+R.norm_add_norm = function(ctx, n)
+  local x, a, w1, w2, sum = table.unpack(n.inputs)
+  local d = n.bshape[#n.bshape]
+  local rows = numel(n.bshape) // d
+  local wg, per, gx, gy = norm_layout(d, rows)
+  local k = ctx.kernel("norm/norm_add_norm.comp", ctx.defines { ctx.weight_define(w1.etype, w1.attrs.name) },
+                       { WG = wg, ROWS = per })
+  ctx.dispatch(k, gx, gy, 1, {
+    x = ctx.t(x), a = ctx.t(a), w1 = ctx.t(w1), w2 = ctx.t(w2), y = ctx.t(sum), h = ctx.t(n),
+    rows = rows, n = d, eps1 = n.attrs.eps1, w_offset1 = n.attrs.offset1, eps2 = n.attrs.eps, w_offset2 = n.attrs.offset,
+  })
+end
+
 -- The f16 copy of a quantised weight for q_matmul=dequant_f16: made once per weight tensor (dequant.comp
 -- run at compile time on its own recorder) and shared by every plan and linear that reads the weight;
 -- it lives as long as the weight does (weak keys).
