@@ -264,9 +264,10 @@ end
 
 -- Attention reads this pass's k, v directly and older positions from the cache, then appends
 -- k, v: correct for any T as long as a sliding cache holds the window (see attention.comp).
--- Kernels (same semantics): T <= 4 flash-decoding (attention_decode.comp splits the visible keys into
--- at most n_chunks chunks of >= min_chunk keys, attention_reduce.comp merges them; the chunk count
--- comes from pos at run time, so the dispatch does not depend on the context length); larger T the
+-- Kernels (same semantics): T <= 4 flash-decoding in one dispatch (attention_decode.comp splits the visible
+-- keys into at most n_chunks chunks of >= min_chunk keys and its last workgroup per (kv head, token) merges
+-- them; the chunk count comes from pos at run time, so the dispatch does not depend on the context length;
+-- variants per head_dim: decode_variant); larger T the
 -- tiled flash prefill (attention_prefill.comp); `basic` (attention.comp) by hint, or where a head_dim
 -- does not suit the fast kernels (not a multiple of 8, or > 256).
 local ATTN_DECODE_MAX_T = 4
@@ -284,9 +285,72 @@ local function attn_scratch(ctx, count)
   return t
 end
 
+-- fuse2: the merge counters of attention_decode: one u32 per (token, kv head), zero between dispatches (the
+-- kernel resets what it used), so one buffer serves every attention node and every plan. It comes from
+-- env.constants (the session's tables, uploaded once per session: f32 zeros are u32 zeros), so compiling a
+-- plan costs no upload submit; an env without constants gets its own zeroed buffer.
+local function attn_counter(ctx, count)
+  local size = pow2_at_least(count, 64, 1 << 30)
+  if ctx.attn_counter and ctx.attn_counter:numel() >= size then return ctx.attn_counter end
+  local zeros = {}
+  for i = 1, size do zeros[i] = 0 end
+  local t = ctx.env.constants and ctx.env.constants("doppler.attention_counter." .. size, zeros)
+  if not t then
+    t = ctx.dev:tensor { dtype = "u32", shape = { size } }
+    t:upload(zeros)
+    ctx.plan.owned[#ctx.plan.owned + 1] = t
+  end
+  ctx.attn_counter = t
+  return t
+end
+
 local function subgroup_size(ctx)
   ctx.sg = ctx.sg or ctx.dev:caps().subgroup_size
   return ctx.sg
+end
+
+-- fuse2: attention_decode's variant for a head_dim: LK lanes per key row (a power of two <= the subgroup
+-- size with D / LK a multiple of VEC) and the workgroup size WG (a multiple of LK). Auto: LK = min(subgroup,
+-- D / VEC) (head_dim 64 / 128 / 256 with an f16 cache: 8 / 16 / 32 lanes on a 32-wide subgroup), WG =
+-- max(128, LK). Hints attention_lanes / attention_wg override; a value this head_dim or device cannot take
+-- is an error listing the valid ones.
+local function decode_variant(ctx, D, vec, hints)
+  local sg = subgroup_size(ctx)
+  local valid = {}
+  local l = 1
+  while l <= sg do
+    if D % l == 0 and (D // l) % vec == 0 then valid[#valid + 1] = l end
+    l = l * 2
+  end
+  local function list(t) local s = {} for i, v in ipairs(t) do s[i] = tostring(v) end return table.concat(s, ", ") end
+  local lk = math.min(sg, D // vec)
+  local hl = hints.attention_lanes or "auto"
+  if hl ~= "auto" then
+    lk = math.tointeger(tonumber(hl))
+    local ok = false
+    for _, v in ipairs(valid) do ok = ok or v == lk end
+    if not ok then
+      Graph.fail("hint attention_lanes=%s does not suit head_dim %d (subgroup size %d); valid: auto, %s",
+                 tostring(hl), D, sg, list(valid))
+    end
+  end
+  local wg = math.max(128, lk)
+  local hw = hints.attention_wg or "auto"
+  if hw ~= "auto" then
+    wg = math.tointeger(tonumber(hw))
+    if wg < lk or wg % lk ~= 0 then
+      local ok_wg = {}
+      for _, w in ipairs { 32, 64, 128, 256 } do if w >= lk then ok_wg[#ok_wg + 1] = w end end
+      Graph.fail("hint attention_wg=%s is not a multiple of the %d lanes per key row; valid: auto, %s",
+                 tostring(hw), lk, list(ok_wg))
+    end
+  end
+  -- the clusters' merge buffer: (WG / LK) rows of D floats in shared memory
+  if (wg // lk) * D * 4 > 32768 then
+    Graph.fail("attention_decode: workgroup %d with %d lanes per key row needs %d bytes of shared memory for " ..
+               "head_dim %d (at most 32768): raise attention_lanes or lower attention_wg", wg, lk, (wg // lk) * D * 4, D)
+  end
+  return lk, wg
 end
 
 R.attention = function(ctx, n)
@@ -325,18 +389,14 @@ R.attention = function(ctx, n)
     local splits = hints.attention_splits or 0
     if splits == 0 then splits = math.max(1, 256 // (Hkv * T)) end
     local n_chunks = math.max(1, math.min(splits, ceil_div(max_keys, min_chunk)))
-    local lk = math.min(sg, D // vec)
-    local po = attn_scratch(ctx, T * Hq * n_chunks * D)
-    local pml = attn_scratch(ctx, T * Hq * n_chunks * 2)
-    push.part_o, push.part_ml, push.n_chunks, push.min_chunk = po, pml, n_chunks, min_chunk
+    local lk, wg = decode_variant(ctx, D, vec, hints)
+    push.part_o = attn_scratch(ctx, T * Hq * n_chunks * D)
+    push.part_ml = attn_scratch(ctx, T * Hq * n_chunks * 2)
+    push.counter = attn_counter(ctx, T * Hkv)
+    push.o, push.n_chunks, push.min_chunk = ctx.t(n), n_chunks, min_chunk
     local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(kvdef),
-                          { WG = math.max(128, lk), D = D, G = Hq // Hkv, LK = lk })
+                          { WG = wg, D = D, G = Hq // Hkv, LK = lk })
     ctx.dispatch(kd, Hkv, n_chunks, T, push)
-    local kr = ctx.kernel("attention/attention_reduce.comp", ctx.defines(), { WG = 64 })
-    ctx.dispatch(kr, Hq, T, 1, {
-      part_o = po, part_ml = pml, pos = ctx.t(pos), o = ctx.t(n), n_q_heads = Hq, head_dim = D, window = window,
-      n_chunks = n_chunks, min_chunk = min_chunk,
-    })
   else
     -- rows = (token, q head) pairs of one kv head; LANES lanes per row, BR rows per workgroup; K/V tiles
     -- of BC keys in shared memory (2 * BC * D * KV bytes <= 16 KiB)
