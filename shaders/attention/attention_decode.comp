@@ -1,28 +1,37 @@
 #version 460
-// attention_decode: flash-decoding, stage 1 of 2 (attention_reduce.comp combines). For decode-sized T.
+// attention_decode: flash-decoding in one dispatch, for decode-sized T.
 // Semantics are attention.comp's (read its header: visible keys, which keys come from the new k, v and
 // which from the caches, GQA, softcap, f16 rounding of new keys); this kernel only splits the work:
 //   the n visible keys of token t (lo .. qp, qp = pos[t]) are cut into chunks of
 //     clen = max(min_chunk, ceil(n / n_chunks)) keys; chunk c covers lo + c * clen .. (clen keys, up to qp);
+//     nc = ceil(n / clen) chunks hold keys, the others exit at once (so the dispatch size does not depend on
+//     the context length: one recorded command buffer serves every step);
 //   a workgroup per (kv head, chunk, token) computes for each of the G = n_q_heads / n_kv_heads q heads
 //   sharing that kv head (so K and V are read once for all of them) the chunk's partial softmax:
 //     m = max_j s_j,  l = sum_j exp(s_j - m),  ov[:] = sum_j exp(s_j - m) V_j[:]
-//   and attention_reduce.comp merges the chunks. Chunks past the visible range exit at once, so the
-//   dispatch size does not depend on the context length (one recorded command buffer serves every step).
+//   with one chunk (nc = 1) it writes o = ov / l directly; otherwise it stores the partial and the LAST
+//   workgroup of its (kv head, token) to finish merges all nc partials:
+//     o[:] = sum_c exp(m_c - M) ov_c[:] / sum_c exp(m_c - M) l_c,   M = max_c m_c.
+// "Last": after storing its partials (coherent) and a buffer memory barrier, each workgroup increments
+// counter[t * n_kv_heads + hk] atomically; the one that sees nc - 1 merges and sets the counter back to 0,
+// so the buffer is ready for the next replay of the recorded command buffer (no host reset; it must be
+// zero when first used). Partial slots of empty chunks are never read.
 // Method: the workgroup is cut into clusters of LK lanes (inside one subgroup); a cluster reads one key
 // row at a time (lanes over D, VEC consecutive elements per load, 16-byte loads from the caches when
 // aligned), reduces the G dot products with subgroupShuffleXor, and keeps its own online softmax; the
 // clusters are merged in shared memory at the end. f32 throughout.
+// Variants (lower.lua picks them per head_dim, hints attention_lanes / attention_wg override): LK and WG.
 // Dispatch: (n_kv_heads, n_chunks, n_tokens).
 // Push:  q (ACT [T, n_q_heads, D], read)  k, v (ACT [T, n_kv_heads, D], read)
-//        kc, vc (KV [n_kv_heads, cap, D], read)  pos (u32 [T], read)
-//        part_o (f32 [T, n_q_heads, n_chunks, D], write)  part_ml (f32 [T, n_q_heads, n_chunks, 2], write: m, l)
+//        kc, vc (KV [n_kv_heads, cap, D], read)  pos (u32 [T], read)  o (ACT [T, n_q_heads, D], write)
+//        part_o (f32 [T, n_q_heads, n_chunks, D], read-write)  part_ml (f32 [T, n_q_heads, n_chunks, 2]: m, l)
+//        counter (u32 [T * n_kv_heads], read-write, zero between dispatches)
 //        n_tokens, n_q_heads, n_kv_heads, cap, window, scale, softcap, q_stride, kv_stride (as attention.comp),
 //        n_chunks, min_chunk (>= 1)
 // Spec:  WG  workgroup size, a multiple of LK (default 128)
 //        D   head_dim (default 256); G  q heads per kv head (default 1)
 //        LK  lanes per key row: a power of two <= the subgroup size, D / LK a multiple of VEC (8 with
-//            DP_KV_F16, else 4); the host picks min(subgroup size, D / VEC)
+//            DP_KV_F16, else 4); the host picks min(subgroup size, D / VEC) unless a hint says otherwise
 // Defines: DP_ACT_F16, DP_KV_F16
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -34,6 +43,11 @@ layout(constant_id = 1) const uint D = 256;
 layout(constant_id = 2) const uint G = 1;
 layout(constant_id = 3) const uint LK = 32;
 
+// The partials are read back by another workgroup of the same dispatch: coherent, so that the writer's
+// memory barrier makes them visible to the merging workgroup.
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer F32Coh { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer U32Coh { uint v[]; };
+
 layout(push_constant) uniform Push {
     ACT_In  q;
     ACT_In  k;
@@ -41,8 +55,10 @@ layout(push_constant) uniform Push {
     KV_In   kc;
     KV_In   vc;
     U32In   pos;
-    F32Out  part_o;
-    F32Out  part_ml;
+    ACT_Out o;
+    F32Coh  part_o;
+    F32Coh  part_ml;
+    U32Coh  counter;
     uint    n_tokens;
     uint    n_q_heads;
     uint    n_kv_heads;
@@ -68,6 +84,7 @@ const float NEG = -3.0e38;    // "no key yet": exp(NEG - s) = 0 for any finite s
 
 shared float red_ml[NCL * G * 2u];
 shared float red_o[NCL * D];
+shared bool last_s;
 
 float kv_round(float x)
 {
@@ -171,6 +188,7 @@ void main()
             red_ml[(cl * G + g) * 2u + 1u] = l[g];
         }
     barrier();
+    uint nc = (n + clen - 1u) / clen;
     for (uint g = 0u; g < G; g++) {
         float M = NEG;
         for (uint x = 0u; x < NCL; x++) M = max(M, red_ml[(x * G + g) * 2u]);
@@ -178,18 +196,48 @@ void main()
         for (uint i = 0u; i < NVL; i++)
             for (uint e = 0u; e < VEC; e++) red_o[cl * D + lane_dim(ln, i, e)] = oa[g * EPL + i * VEC + e] * f;
         barrier();
-        uint slot = (t * p.n_q_heads + hk * G + g) * p.n_chunks + c;
+        float L = 0.0;
+        for (uint x = 0u; x < NCL; x++) L += red_ml[(x * G + g) * 2u + 1u] * exp(red_ml[(x * G + g) * 2u] - M);
+        uint head = t * p.n_q_heads + hk * G + g;
+        uint slot = head * p.n_chunks + c;
         for (uint d = tid; d < D; d += WG) {
             float acc = 0.0;
             for (uint x = 0u; x < NCL; x++) acc += red_o[x * D + d];
-            p.part_o.v[slot * D + d] = acc;
+            if (nc == 1u) act_store(p.o, head * D + d, acc * (1.0 / L));   // as the merge below, one chunk
+            else p.part_o.v[slot * D + d] = acc;
         }
-        if (tid == 0u) {
-            float L = 0.0;
-            for (uint x = 0u; x < NCL; x++) L += red_ml[(x * G + g) * 2u + 1u] * exp(red_ml[(x * G + g) * 2u] - M);
+        if (tid == 0u && nc > 1u) {
             p.part_ml.v[slot * 2u] = M;
             p.part_ml.v[slot * 2u + 1u] = L;
         }
         barrier();   // red_o is rewritten for the next head
+    }
+    if (nc == 1u) return;   // uniform: nc depends on pos and the push constants only
+
+    // the last workgroup of this (kv head, token) merges the chunks
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) {
+        uint ci = t * p.n_kv_heads + hk;
+        bool last = atomicAdd(p.counter.v[ci], 1u) == nc - 1u;
+        if (last) atomicExchange(p.counter.v[ci], 0u);   // ready for the next replay
+        last_s = last;
+    }
+    barrier();
+    if (!last_s) return;
+    memoryBarrierBuffer();
+    for (uint g = 0u; g < G; g++) {
+        uint head = t * p.n_q_heads + hk * G + g;
+        uint base = head * p.n_chunks;
+        float M = NEG;
+        for (uint x = 0u; x < nc; x++) M = max(M, p.part_ml.v[(base + x) * 2u]);
+        float L = 0.0;
+        for (uint x = 0u; x < nc; x++) L += p.part_ml.v[(base + x) * 2u + 1u] * exp(p.part_ml.v[(base + x) * 2u] - M);
+        float inv = 1.0 / L;
+        for (uint d = tid; d < D; d += WG) {
+            float acc = 0.0;
+            for (uint x = 0u; x < nc; x++) acc += exp(p.part_ml.v[(base + x) * 2u] - M) * p.part_o.v[(base + x) * D + d];
+            act_store(p.o, head * D + d, acc * inv);
+        }
     }
 }

@@ -1,10 +1,12 @@
 /*
 ** tests/unit/test_k_attention_flash.c: the fast attention kernels on lavapipe against core/ref/attention.c:
-**   attention_decode.comp + attention_reduce.comp (flash-decoding: split-K over chunks, then a merge), and
-**   attention_prefill.comp (tiled flash attention over (token, q head) rows of one kv head).
+**   attention_decode.comp (flash-decoding: split-K over chunks, merged by the last workgroup of each (kv
+**   head, token) in the same dispatch), and attention_prefill.comp (tiled flash attention over (token, q head)
+**   rows of one kv head).
 ** For each case a sequence of L tokens (random q, k, v) goes through the GPU twice:
 **   chunked: in chunks of T tokens, attention before kv_append (lower.lua's order): both kernels run on every
-**            chunk (the decode kernel for any T, not only T <= 4) and are compared with dp_ref_attention;
+**            chunk (the decode kernel for any T, not only T <= 4, with a second variant: half the lanes per key
+**            row, a wider workgroup) and are compared with dp_ref_attention;
 **   decode:  one token at a time, kv_append then the decode kernel, compared with the chunked reference.
 ** The semantics (masks, which keys come from the cache) are attention.comp's; test_k_attention.c checks the
 ** reference itself against a naive whole-sequence attention. Cases: GQA ratios 1, 2, 4; head_dim 16, 32,
@@ -12,7 +14,8 @@
 ** q, k, v as column slices of one fused projection (q_stride, kv_stride); caches at an address that is not
 ** 16-byte aligned (the element-load path); several chunks per query (min_chunk small) and chunks past the
 ** visible range (n_chunks large). Caches and partial buffers start as NaN, so a read of a slot that is not
-** visible, or of a partial no chunk wrote, poisons the output.
+** visible, or of a partial no chunk wrote, poisons the output. One merge-counter buffer serves every call of a
+** case (as a replayed command buffer reuses it): it must be all zero again after each dispatch.
 */
 #include <math.h>
 #include <setjmp.h>
@@ -175,37 +178,39 @@ static void common_push(dp_dispatch *d, const flash_case *fc, float scale, const
     dp_dispatch_u32(d, "kv_stride", x->kv_stride);
 }
 
-/* Flash decoding: stage 1 into NaN-filled partials, then the merge. Spec constants as lower.lua picks them. */
+/* Flash decoding in one dispatch, partials NaN-filled. Spec constants as lower.lua picks them (alt = false:
+** LK = min(subgroup, D / VEC), WG = max(128, LK)), or a second variant (alt: LK halved where it can be, WG 256
+** when the clusters' merge buffer fits). The counter must come back all zero. */
 static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const caches *g, const io *x,
-                       dp_gtensor *out, uint32_t T, const float *nan_fill)
+                       dp_gtensor *out, uint32_t T, const float *nan_fill, dp_gtensor *counter, bool alt)
 {
     uint32_t vec = fc->kv_f16 ? 8 : 4, lk = min_u32(subgroup(c), fc->D / vec), NC = fc->n_chunks;
-    dp_kconst k1[4] = {{"WG", lk * 4}, {"D", fc->D}, {"G", fc->Hq / fc->Hkv}, {"LK", lk}};
+    uint32_t wg = lk > 128 ? lk : 128;
+    if (alt) {
+        if (lk > 1) lk /= 2;
+        wg = (256 / lk) * fc->D * 4 <= 32768 ? 256 : wg;
+    }
+    dp_kconst k1[4] = {{"WG", wg}, {"D", fc->D}, {"G", fc->Hq / fc->Hkv}, {"LK", lk}};
     dp_gtensor *po = kg_upload(c, DP_F32, nan_fill, (uint64_t)T * fc->Hq * NC * fc->D);
     dp_gtensor *pml = kg_upload(c, DP_F32, nan_fill, (uint64_t)T * fc->Hq * NC * 2);
     dp_dispatch d;
     dp_dispatch_init(&d, kernel(c, "attention/attention_decode.comp", fc, k1, 4));
     common_push(&d, fc, scale, g, x, T);
+    dp_dispatch_tensor(&d, "o", out);
     dp_dispatch_tensor(&d, "part_o", po);
     dp_dispatch_tensor(&d, "part_ml", pml);
+    dp_dispatch_tensor(&d, "counter", counter);
     dp_dispatch_u32(&d, "n_chunks", NC);
     dp_dispatch_u32(&d, "min_chunk", fc->min_chunk);
     kg_run(c, &d, fc->Hkv, NC, T);
-
-    dp_kconst k2 = {"WG", 32};
-    dp_dispatch_init(&d, kernel(c, "attention/attention_reduce.comp", fc, &k2, 1));
-    dp_dispatch_tensor(&d, "part_o", po);
-    dp_dispatch_tensor(&d, "part_ml", pml);
-    dp_dispatch_tensor(&d, "pos", x->pos);
-    dp_dispatch_tensor(&d, "o", out);
-    dp_dispatch_u32(&d, "n_q_heads", fc->Hq);
-    dp_dispatch_u32(&d, "head_dim", fc->D);
-    dp_dispatch_u32(&d, "window", fc->window);
-    dp_dispatch_u32(&d, "n_chunks", NC);
-    dp_dispatch_u32(&d, "min_chunk", fc->min_chunk);
-    kg_run(c, &d, fc->Hq, T, 1);
     dp_gtensor_release(po);
     dp_gtensor_release(pml);
+
+    uint32_t n = T * fc->Hkv, cnt[256];
+    assert_true(n <= 256);
+    kg_download_u32(counter, cnt, n);
+    for (uint32_t i = 0; i < n; i++)
+        if (cnt[i] != 0) fail_msg("attention_decode LK=%u WG=%u: merge counter %u left at %u", lk, wg, i, cnt[i]);
 }
 
 static void gpu_prefill(kg_ctx *c, const flash_case *fc, float scale, const caches *g, const io *x,
@@ -269,6 +274,10 @@ static void run_case(kg_ctx *c, const flash_case *fc)
     dp_attn_params prm = {.n_q_heads = Hq, .n_kv_heads = Hkv, .head_dim = D, .cap = fc->cap,
                           .window = fc->window, .scale = scale, .softcap = fc->softcap, .kv_f16 = fc->kv_f16};
 
+    uint32_t zeros[256] = {0};
+    assert_true(L * Hkv <= 256);
+    dp_gtensor *counter = kg_upload_u32(c, zeros, L * Hkv);
+
     /* ---- chunked: attention (both kernels), then append ---- */
     caches g = caches_make(c, fc, nanf);
     double worst_pre = 0.0, worst_dec = 0.0, worst_step = 0.0;
@@ -289,7 +298,7 @@ static void run_case(kg_ctx *c, const flash_case *fc)
         dp_gtensor_release(to);
 
         to = kg_upload(c, adt, nanf, no);
-        gpu_decode(c, fc, scale, &g, &x, to, T, nanf);
+        gpu_decode(c, fc, scale, &g, &x, to, T, nanf, counter, true);
         kg_download(to, got, no);
         compare(name, "decode kernel, chunk", ci, got, ref + (uint64_t)s * Hq * D, no, Hq, D, fc->act_f16, &worst_dec);
         dp_gtensor_release(to);
@@ -314,7 +323,7 @@ static void run_case(kg_ctx *c, const flash_case *fc)
                        pos + t, 1);
         dp_gtensor *to = kg_upload(c, adt, nanf, (uint64_t)Hq * D);
         gpu_append(c, fc, &g, &x, 1);
-        gpu_decode(c, fc, scale, &g, &x, to, 1, nanf);
+        gpu_decode(c, fc, scale, &g, &x, to, 1, nanf, counter, false);
         kg_download(to, got, (uint64_t)Hq * D);
         compare(name, "decode step", (int)t, got, ref + (uint64_t)t * Hq * D, (uint64_t)Hq * D, Hq, D, fc->act_f16,
                 &worst_step);
@@ -322,6 +331,7 @@ static void run_case(kg_ctx *c, const flash_case *fc)
         io_free(&x);
     }
     caches_free(&g);
+    dp_gtensor_release(counter);
     print_message("  %s: worst err/tol prefill %.3f, decode kernel %.3f, decode steps %.3f\n", name, worst_pre,
                   worst_dec, worst_step);
     free(q); free(k); free(v); free(ref); free(got); free(rkc); free(rvc); free(gkc); free(nanf); free(pos);

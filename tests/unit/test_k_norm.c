@@ -3,6 +3,8 @@
 ** lavapipe, for activations f32/f16 x weights f32/f16/bf16, Gemma's (1 + w) and plain w, hidden rows
 ** (n = 1152, 67: odd, not a multiple of WG) and per-head rows (q[T, H, 32] as T*H rows of 32, in place).
 ** Inputs are rounded to their stored dtypes first, so the reference sees exactly what the GPU reads.
+** norm_add_norm.comp (fusion norm_add_norm: y = x + rmsnorm(a; w1), h = rmsnorm(y; w2)) against core/ref and,
+** bit for bit, against the chain it replaces (rmsnorm.comp then add_rmsnorm.comp with the same layout).
 */
 #include <math.h>
 #include <setjmp.h>
@@ -156,6 +158,98 @@ static void run_add_rmsnorm(kg_ctx *c, const norm_case *nc, bool act_f16, dp_dty
     free(a); free(b); free(w); free(rr); free(ry); free(gr); free(gy_);
 }
 
+/* One dispatch of a norm kernel with the case's layout; the tensors and scalars by name. */
+typedef struct named { const char *name; dp_gtensor *t; } named;
+
+static void run_norm_kernel(kg_ctx *c, const char *file, const norm_case *nc, const char **defs, uint32_t nd,
+                            const named *ts, uint32_t nts, const float *eps, const float *offs, uint32_t nnorms)
+{
+    dp_dispatch d;
+    uint32_t gx, gy;
+    dp_dispatch_init(&d, norm_kernel(c, file, defs, nd, nc, &gx, &gy));
+    for (uint32_t i = 0; i < nts; i++) dp_dispatch_tensor(&d, ts[i].name, ts[i].t);
+    dp_dispatch_u32(&d, "rows", nc->rows);
+    dp_dispatch_u32(&d, "n", nc->n);
+    if (nnorms == 1) {
+        dp_dispatch_f32(&d, "eps", eps[0]);
+        dp_dispatch_f32(&d, "w_offset", offs[0]);
+    } else {
+        dp_dispatch_f32(&d, "eps1", eps[0]);
+        dp_dispatch_f32(&d, "w_offset1", offs[0]);
+        dp_dispatch_f32(&d, "eps2", eps[1]);
+        dp_dispatch_f32(&d, "w_offset2", offs[1]);
+    }
+    kg_run(c, &d, gx, gy, 1);
+}
+
+/* y = x + rmsnorm(a; w1), h = rmsnorm(y; w2). The two norms get different eps and weights (a swapped pair
+** shows). Reference: an = rmsnorm(a) rounded to the activation type as stored; y = x + an rounded; y's bound
+** adds one ulp of an (the GPU's an may round the other way: an absolute error that survives cancellation in
+** x + an). h is checked against rmsnorm of the GPU's own y (the usual bound), and everything bit for bit
+** against the unfused GPU chain. In place: y overwrites x (the residual stream). */
+static void run_norm_add_norm(kg_ctx *c, const norm_case *nc, bool act_f16, dp_dtype wdt)
+{
+    dp_dtype adt = act_f16 ? DP_F16 : DP_F32;
+    uint64_t len = (uint64_t)nc->rows * nc->n;
+    float *x = malloc(len * 4), *a = malloc(len * 4), *w1 = malloc(nc->n * 4), *w2 = malloc(nc->n * 4);
+    float *an = malloc(len * 4), *ry = malloc(len * 4), *rh = malloc(len * 4), *gy_ = malloc(len * 4);
+    float *gh = malloc(len * 4), *cy = malloc(len * 4), *ch = malloc(len * 4);
+    assert_true(x && a && w1 && w2 && an && ry && rh && gy_ && gh && cy && ch);
+    kg_fill(c, x, len, 2.0f);
+    kg_fill(c, a, len, 3.0f);
+    kg_fill(c, w1, nc->n, 1.0f);
+    kg_fill(c, w2, nc->n, 1.0f);
+    kg_round(x, adt, len);
+    kg_round(a, adt, len);
+    kg_round(w1, wdt, nc->n);
+    kg_round(w2, wdt, nc->n);
+    const float eps[2] = {1e-6f, 1e-5f}, offs[2] = {nc->offset, nc->offset};
+    dp_ref_rmsnorm(a, w1, an, nc->rows, nc->n, eps[0], offs[0]);
+    kg_round(an, adt, len);
+    for (uint64_t i = 0; i < len; i++) ry[i] = x[i] + an[i];
+    kg_round(ry, adt, len);
+
+    const char *defs[4];
+    uint32_t nd = kg_defines(defs, act_f16, wdt, false);
+    dp_gtensor *tx = kg_upload(c, adt, x, len), *ta = kg_upload(c, adt, a, len);
+    dp_gtensor *tw1 = kg_upload(c, wdt, w1, nc->n), *tw2 = kg_upload(c, wdt, w2, nc->n);
+    dp_gtensor *ty = nc->in_place ? tx : kg_upload(c, adt, a, len), *th = kg_upload(c, adt, a, len);
+    named fused[] = {{"x", tx}, {"a", ta}, {"w1", tw1}, {"w2", tw2}, {"y", ty}, {"h", th}};
+    run_norm_kernel(c, "norm/norm_add_norm.comp", nc, defs, nd, fused, 6, eps, offs, 2);
+    kg_download(ty, gy_, len);
+    kg_download(th, gh, len);
+
+    /* the chain: an = rmsnorm(a) into a scratch, then add_rmsnorm(x, an) */
+    dp_gtensor *cx = kg_upload(c, adt, x, len), *can = kg_upload(c, adt, a, len);
+    dp_gtensor *cyt = nc->in_place ? cx : kg_upload(c, adt, a, len), *cht = kg_upload(c, adt, a, len);
+    named n1[] = {{"x", ta}, {"w", tw1}, {"y", can}};
+    run_norm_kernel(c, "norm/rmsnorm.comp", nc, defs, nd, n1, 3, eps, offs, 1);
+    named n2[] = {{"a", cx}, {"b", can}, {"w", tw2}, {"r", cyt}, {"y", cht}};
+    run_norm_kernel(c, "norm/add_rmsnorm.comp", nc, defs, nd, n2, 5, eps + 1, offs + 1, 1);
+    kg_download(cyt, cy, len);
+    kg_download(cht, ch, len);
+
+    char what[200];
+    snprintf(what, sizeof what, "norm_add_norm act=%s w=%s rows=%u n=%u WG=%u ROWS=%u offset=%g%s", dp_dtype_name(adt),
+             dp_dtype_name(wdt), nc->rows, nc->n, nc->wg, nc->per_wg ? nc->per_wg : 1, (double)nc->offset,
+             nc->in_place ? " in place" : "");
+    for (uint64_t i = 0; i < len; i++) {
+        double bound = tol(act_f16, ry[i]) + (act_f16 ? ldexp(fabs(an[i]), -10) : 0.0);
+        if (!(fabs((double)gy_[i] - ry[i]) <= bound))
+            fail_msg("%s: y[%llu] = %.7g, ref %.7g (bound %.3g)", what, (unsigned long long)i, gy_[i], ry[i], bound);
+    }
+    dp_ref_rmsnorm(gy_, w2, rh, nc->rows, nc->n, eps[1], offs[1]);
+    check(what, gh, rh, len, act_f16);
+    for (uint64_t i = 0; i < len; i++)
+        if (memcmp(&gy_[i], &cy[i], 4) != 0 || memcmp(&gh[i], &ch[i], 4) != 0)
+            fail_msg("%s: [%llu] y = %.9g, h = %.9g; unfused chain y = %.9g, h = %.9g (must be bit-identical)", what,
+                     (unsigned long long)i, gy_[i], gh[i], cy[i], ch[i]);
+
+    dp_gtensor *rel[] = {tx, ta, tw1, tw2, th, cx, can, cht, nc->in_place ? NULL : ty, nc->in_place ? NULL : cyt};
+    for (size_t i = 0; i < DP_ARRAY_LEN(rel); i++) dp_gtensor_release(rel[i]);
+    free(x); free(a); free(w1); free(w2); free(an); free(ry); free(rh); free(gy_); free(gh); free(cy); free(ch);
+}
+
 static const norm_case CASES[] = {
     {5, 1152, 256, 1.0f, false, 0},   /* Gemma 1B hidden rows */
     {7, 67, 64, 0.0f, false, 0},      /* odd n, several elements per invocation skipped */
@@ -194,6 +288,16 @@ static void test_add_rmsnorm(void **state)
         }
 }
 
+static void test_norm_add_norm(void **state)
+{
+    kg_ctx *c = *state;
+    for (size_t i = 0; i < DP_ARRAY_LEN(CASES); i++)
+        for (int act = 0; act < 2; act++) {
+            run_norm_add_norm(c, &CASES[i], act, DP_F32);
+            run_norm_add_norm(c, &CASES[i], act, DP_BF16);
+        }
+}
+
 /* The reference itself against a hand-computed row: x = (1, 2, 3, 4), eps 0: rms = sqrt(7.5). */
 static void test_ref_by_hand(void **state)
 {
@@ -213,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_ref_by_hand),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_add_rmsnorm),
+        cmocka_unit_test(test_norm_add_norm),
     };
     return cmocka_run_group_tests(tests, kg_setup, kg_teardown);
 }

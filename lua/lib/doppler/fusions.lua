@@ -289,6 +289,73 @@ M.register {
   end,
 }
 
+-- ---- fuse2: attention prologue (rope_kv) and Gemma's sandwich norm (norm_add_norm) ---------------------
+
+-- attention(rope(norm?(q)), rope(norm?(k)), v, pos, cache)  ->  one rope_kv kernel (shaders/rope/rope_kv.comp)
+-- doing the per-head q/k RMSNorm (where both have one, with one eps and offset: Gemma 3, Qwen 3), RoPE on q
+-- and k in place, and the KV-cache append of k and v; attention then skips its own kv_append. Appending
+-- before attention is allowed where no slot a query still needs is overwritten (attention.comp's header):
+-- global layers, or a sliding cache with cap >= window + T - 1 (every decode step; prefill chunks up to the
+-- session's REWIND slots). Elsewhere the chain stays unfused. The q rope node becomes the fused node (in
+-- place on q's projection); the k rope node a view of k's projection, which the kernel rotates in place.
+local function rope_source(r, ctx)
+  local x = r.inputs[1]
+  if x.op == "rmsnorm" and ctx.only_reader(x, r) and not x.is_output then return x.inputs[1], x end
+  return x, nil
+end
+
+M.register {
+  name = "rope_kv", op = "attention",
+  apply = function(n, ctx)
+    local T = ctx.env and ctx.env.T
+    if type(T) ~= "number" or n.attrs.kv_appended then return end
+    local q, k, v, pos, kc, vc = table.unpack(n.inputs)
+    if q.op ~= "rope" or k.op ~= "rope" or q.is_output or k.is_output then return end
+    if not (ctx.only_reader(q, n) and ctx.only_reader(k, n)) then return end
+    if q.inputs[2] ~= pos or k.inputs[2] ~= pos or q.inputs[3] ~= k.inputs[3] then return end
+    local window, cap = n.attrs.window or 0, kc.shape[2]
+    if type(cap) ~= "number" or (window > 0 and cap < window + T - 1) then return end
+    local xq, nq = rope_source(q, ctx)
+    local xk, nk = rope_source(k, ctx)
+    if (nq == nil) ~= (nk == nil) then return end
+    -- q and k are rotated in place: nothing else may read their projections
+    if not (ctx.only_reader(xq, nq or q) and ctx.only_reader(xk, nk or k)) or xq.is_output or xk.is_output then return end
+    if nq and (nq.attrs.eps ~= nk.attrs.eps or nq.attrs.offset ~= nk.attrs.offset
+               or nq.inputs[2].dtype ~= nk.inputs[2].dtype) then return end
+    -- q's node runs the kernel: everything it reads must come before it
+    for _, x in ipairs { xq, xk, v, nq and nq.inputs[2] or xq, nk and nk.inputs[2] or xk } do
+      if x.order > q.order then return end
+    end
+    local freq = q.inputs[3]
+    q.op = "rope_kv"
+    q.attrs = { norm = nq ~= nil, eps = nq and nq.attrs.eps, offset = nq and nq.attrs.offset }
+    q.inputs = { xq, xk, v, pos, freq, kc, vc }
+    if nq then q.inputs[8], q.inputs[9] = nq.inputs[2], nk.inputs[2] end
+    k.op, k.inputs, k.attrs = "view", { xk }, {}
+    local attrs = {}
+    for key, val in pairs(n.attrs) do attrs[key] = val end
+    attrs.kv_appended = true
+    n.attrs = attrs
+  end,
+}
+
+-- x + rmsnorm(a; w1) feeding add_rmsnorm (Gemma's post-norm, residual add and the next pre-norm)  ->  one
+-- norm_add_norm kernel (shaders/norm/norm_add_norm.comp) writing the residual stream y and the normed h.
+-- Runs after add_rmsnorm (it rewrites that rule's nodes); both norm weights must share a dtype.
+M.register {
+  name = "norm_add_norm", op = "add_rmsnorm",
+  apply = function(n, ctx)
+    local a, b, w2, sum = table.unpack(n.inputs)
+    local r, x = nil, nil
+    if b.op == "rmsnorm" and ctx.only_reader(b, n) and not b.is_output then r, x = b, a
+    elseif a.op == "rmsnorm" and ctx.only_reader(a, n) and not a.is_output then r, x = a, b end
+    if not r or r.inputs[2].dtype ~= w2.dtype then return end
+    n.op = "norm_add_norm"
+    n.inputs = { x, r.inputs[1], r.inputs[2], w2, sum }
+    n.attrs = { eps1 = r.attrs.eps, offset1 = r.attrs.offset, eps = n.attrs.eps, offset = n.attrs.offset }
+  end,
+}
+
 -- ---- lm_head: final norm + LM head + argmax / draw (fused/lm_head.comp, lm_head_q.comp) ------------------
 -- argmax(softcap?(linear(rmsnorm(x1), W)))  ->  one kernel that normalises the single row in every
 -- workgroup, computes the logits as the unfused kernels do and keeps each workgroup's best (value, index),

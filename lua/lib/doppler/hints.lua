@@ -30,6 +30,12 @@ M.known = {
   attention_splits  = { kind = "int", min = 0, default = 0,
                         doc = "flash-decoding: most key chunks per (kv head, token) (0: auto, 256 / (kv heads * T))" },
   attention_min_chunk = { kind = "int", min = 1, default = 16, doc = "flash-decoding: fewest keys per chunk" },
+  -- fuse2: attention_decode's variants (lower.lua, decode_variant: a value the head_dim or the device's
+  -- subgroup size cannot take is an error listing the valid ones)
+  attention_lanes = { values = { "auto", "1", "2", "4", "8", "16", "32", "64", "128" }, default = "auto",
+                      doc = "flash-decoding: lanes per key row (auto: min(subgroup size, head_dim / 8 with an f16 cache, / 4 with f32))" },
+  attention_wg    = { values = { "auto", "32", "64", "128", "256" }, default = "auto",
+                      doc = "flash-decoding: workgroup size, a multiple of the lanes per key row (auto: max(128, lanes))" },
   q_matmul      = { values = { "auto", "fused", "dequant_f16" }, default = "auto",
                     doc = "linears with quantised weights: decode in the matrix kernel, or an f16 copy made once per weight; auto: dequant_f16 on devices with at least 16 GiB of device memory (it decoded faster on the H100) unless precision=f32 (an f16 copy would round the weights), fused elsewhere (it keeps a quantised model within small memories such as lavapipe's 2 GiB)" },
   q_layout      = { values = { "row_wise", "column_wise", "flat" }, default = "row_wise",

@@ -10,7 +10,8 @@ local R = M.rules
 -- Inputs (by position) each op's kernel reads with a row stride (node.row_stride, set by the plan
 -- for slices of a fused projection): linear's x, rope's x, attention's q/k/v, glu's gate/up.
 M.strided = { linear = { true }, rope = { true }, attention = { true, true, true }, glu = { true, true },
-              glu_linear = { true }, qkv_linear = { true } }
+              glu_linear = { true }, qkv_linear = { true },
+              rope_kv = { true, true, true } }   -- fuse2: q, k, v of rope_kv
 
 local WG_MAX_GROUPS = 65535
 
@@ -189,6 +190,21 @@ R.add_rmsnorm = function(ctx, n)
   })
 end
 
+-- fuse2: norm_add_norm (fusions.lua): y = x + rmsnorm(a; w1), h = rmsnorm(y; w2), with add_rmsnorm's layout
+-- (so both sums are bit-identical to rmsnorm's and add_rmsnorm's).
+R.norm_add_norm = function(ctx, n)
+  local x, a, w1, w2, sum = table.unpack(n.inputs)
+  local d = n.bshape[#n.bshape]
+  local rows = numel(n.bshape) // d
+  local wg, per, gx, gy = norm_layout(d, rows)
+  local k = ctx.kernel("norm/norm_add_norm.comp", ctx.defines { ctx.weight_define(w1.etype, w1.attrs.name) },
+                       { WG = wg, ROWS = per })
+  ctx.dispatch(k, gx, gy, 1, {
+    x = ctx.t(x), a = ctx.t(a), w1 = ctx.t(w1), w2 = ctx.t(w2), y = ctx.t(sum), h = ctx.t(n),
+    rows = rows, n = d, eps1 = n.attrs.eps1, w_offset1 = n.attrs.offset1, eps2 = n.attrs.eps, w_offset2 = n.attrs.offset,
+  })
+end
+
 -- The f16 copy of a quantised weight for q_matmul=dequant_f16: made once per weight tensor (dequant.comp
 -- run at compile time on its own recorder) and shared by every plan and linear that reads the weight;
 -- it lives as long as the weight does (weak keys).
@@ -316,9 +332,10 @@ end
 
 -- Attention reads this pass's k, v directly and older positions from the cache, then appends
 -- k, v: correct for any T as long as a sliding cache holds the window (see attention.comp).
--- Kernels (same semantics): T <= 4 flash-decoding (attention_decode.comp splits the visible keys into
--- at most n_chunks chunks of >= min_chunk keys, attention_reduce.comp merges them; the chunk count
--- comes from pos at run time, so the dispatch does not depend on the context length); larger T the
+-- Kernels (same semantics): T <= 4 flash-decoding in one dispatch (attention_decode.comp splits the visible
+-- keys into at most n_chunks chunks of >= min_chunk keys and its last workgroup per (kv head, token) merges
+-- them; the chunk count comes from pos at run time, so the dispatch does not depend on the context length;
+-- variants per head_dim: decode_variant); larger T the
 -- tiled flash prefill (attention_prefill.comp); `basic` (attention.comp) by hint, or where a head_dim
 -- does not suit the fast kernels (not a multiple of 8, or > 256).
 local ATTN_DECODE_MAX_T = 4
@@ -336,9 +353,72 @@ local function attn_scratch(ctx, count)
   return t
 end
 
+-- fuse2: the merge counters of attention_decode: one u32 per (token, kv head), zero between dispatches (the
+-- kernel resets what it used), so one buffer serves every attention node and every plan. It comes from
+-- env.constants (the session's tables, uploaded once per session: f32 zeros are u32 zeros), so compiling a
+-- plan costs no upload submit; an env without constants gets its own zeroed buffer.
+local function attn_counter(ctx, count)
+  local size = pow2_at_least(count, 64, 1 << 30)
+  if ctx.attn_counter and ctx.attn_counter:numel() >= size then return ctx.attn_counter end
+  local zeros = {}
+  for i = 1, size do zeros[i] = 0 end
+  local t = ctx.env.constants and ctx.env.constants("doppler.attention_counter." .. size, zeros)
+  if not t then
+    t = ctx.dev:tensor { dtype = "u32", shape = { size } }
+    t:upload(zeros)
+    ctx.plan.owned[#ctx.plan.owned + 1] = t
+  end
+  ctx.attn_counter = t
+  return t
+end
+
 local function subgroup_size(ctx)
   ctx.sg = ctx.sg or ctx.dev:caps().subgroup_size
   return ctx.sg
+end
+
+-- fuse2: attention_decode's variant for a head_dim: LK lanes per key row (a power of two <= the subgroup
+-- size with D / LK a multiple of VEC) and the workgroup size WG (a multiple of LK). Auto: LK = min(subgroup,
+-- D / VEC) (head_dim 64 / 128 / 256 with an f16 cache: 8 / 16 / 32 lanes on a 32-wide subgroup), WG =
+-- max(128, LK). Hints attention_lanes / attention_wg override; a value this head_dim or device cannot take
+-- is an error listing the valid ones.
+local function decode_variant(ctx, D, vec, hints)
+  local sg = subgroup_size(ctx)
+  local valid = {}
+  local l = 1
+  while l <= sg do
+    if D % l == 0 and (D // l) % vec == 0 then valid[#valid + 1] = l end
+    l = l * 2
+  end
+  local function list(t) local s = {} for i, v in ipairs(t) do s[i] = tostring(v) end return table.concat(s, ", ") end
+  local lk = math.min(sg, D // vec)
+  local hl = hints.attention_lanes or "auto"
+  if hl ~= "auto" then
+    lk = math.tointeger(tonumber(hl))
+    local ok = false
+    for _, v in ipairs(valid) do ok = ok or v == lk end
+    if not ok then
+      Graph.fail("hint attention_lanes=%s does not suit head_dim %d (subgroup size %d); valid: auto, %s",
+                 tostring(hl), D, sg, list(valid))
+    end
+  end
+  local wg = math.max(128, lk)
+  local hw = hints.attention_wg or "auto"
+  if hw ~= "auto" then
+    wg = math.tointeger(tonumber(hw))
+    if wg < lk or wg % lk ~= 0 then
+      local ok_wg = {}
+      for _, w in ipairs { 32, 64, 128, 256 } do if w >= lk then ok_wg[#ok_wg + 1] = w end end
+      Graph.fail("hint attention_wg=%s is not a multiple of the %d lanes per key row; valid: auto, %s",
+                 tostring(hw), lk, list(ok_wg))
+    end
+  end
+  -- the clusters' merge buffer: (WG / LK) rows of D floats in shared memory
+  if (wg // lk) * D * 4 > 32768 then
+    Graph.fail("attention_decode: workgroup %d with %d lanes per key row needs %d bytes of shared memory for " ..
+               "head_dim %d (at most 32768): raise attention_lanes or lower attention_wg", wg, lk, (wg // lk) * D * 4, D)
+  end
+  return lk, wg
 end
 
 R.attention = function(ctx, n)
@@ -377,18 +457,14 @@ R.attention = function(ctx, n)
     local splits = hints.attention_splits or 0
     if splits == 0 then splits = math.max(1, 256 // (Hkv * T)) end
     local n_chunks = math.max(1, math.min(splits, ceil_div(max_keys, min_chunk)))
-    local lk = math.min(sg, D // vec)
-    local po = attn_scratch(ctx, T * Hq * n_chunks * D)
-    local pml = attn_scratch(ctx, T * Hq * n_chunks * 2)
-    push.part_o, push.part_ml, push.n_chunks, push.min_chunk = po, pml, n_chunks, min_chunk
+    local lk, wg = decode_variant(ctx, D, vec, hints)
+    push.part_o = attn_scratch(ctx, T * Hq * n_chunks * D)
+    push.part_ml = attn_scratch(ctx, T * Hq * n_chunks * 2)
+    push.counter = attn_counter(ctx, T * Hkv)
+    push.o, push.n_chunks, push.min_chunk = ctx.t(n), n_chunks, min_chunk
     local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(kvdef),
-                          { WG = math.max(128, lk), D = D, G = Hq // Hkv, LK = lk })
+                          { WG = wg, D = D, G = Hq // Hkv, LK = lk })
     ctx.dispatch(kd, Hkv, n_chunks, T, push)
-    local kr = ctx.kernel("attention/attention_reduce.comp", ctx.defines(), { WG = 64 })
-    ctx.dispatch(kr, Hq, T, 1, {
-      part_o = po, part_ml = pml, pos = ctx.t(pos), o = ctx.t(n), n_q_heads = Hq, head_dim = D, window = window,
-      n_chunks = n_chunks, min_chunk = min_chunk,
-    })
   else
     -- rows = (token, q head) pairs of one kv head; LANES lanes per row, BR rows per workgroup; K/V tiles
     -- of BC keys in shared memory (2 * BC * D * KV bytes <= 16 KiB)
@@ -400,12 +476,42 @@ R.attention = function(ctx, n)
                           { WG = br * lanes, D = D, LANES = lanes, BC = bc })
     ctx.dispatch(kp, ceil_div(T * (Hq // Hkv), br), Hkv, 1, push)
   end
+  if n.attrs.kv_appended then return end   -- the rope_kv fusion appended k, v already
   local kk = ctx.kernel("attention/kv_append.comp", ctx.defines(kvdef), { WG = 256 })
   local gx, gy = groups_1d(T * Hkv * D, 256)
   ctx.dispatch(kk, gx, gy, 1, {
     k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos),
     n_tokens = T, n_kv_heads = Hkv, head_dim = D, cap = cap, kv_stride = kv_stride,
   })
+end
+
+-- ---- fuse2: rope_kv (fusions.lua): q/k norm + RoPE + KV append in one kernel, one workgroup per (head,
+-- token) with rmsnorm's lanes per row (norm_layout), so the norm sums in rmsnorm's order.
+R.rope_kv = function(ctx, n)
+  local xq, xk, v, pos, freq, kc, vc, qw, kw = table.unpack(n.inputs)
+  local T, Hq, D = n.bshape[1], n.bshape[2], n.bshape[3]
+  local Hkv, cap = xk.bshape[2], kc.bshape[2]
+  if (xk.row_stride or 0) ~= (v.row_stride or 0) then
+    Graph.fail("rope_kv at %s: k and v have different row strides (%s, %s)", n.where,
+               tostring(xk.row_stride or "contiguous"), tostring(v.row_stride or "contiguous"))
+  end
+  local defs = {}
+  if kc.etype == "f16" then defs[#defs + 1] = "DP_KV_F16" end
+  if n.attrs.norm then
+    defs[#defs + 1] = "DP_QK_NORM"
+    defs[#defs + 1] = ctx.weight_define(qw.etype, qw.attrs.name)
+  end
+  local lanes = norm_layout(D, 1)
+  local k = ctx.kernel("rope/rope_kv.comp", ctx.defines(defs), { WG = lanes, D = D })
+  local push = {
+    q = ctx.t(n), k = ctx.t(xk), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos),
+    inv_freq = ctx.t(freq), n_tokens = T, n_q_heads = Hq, n_kv_heads = Hkv, cap = cap,
+    rot_dim = 2 * freq.bshape[1], q_stride = xq.row_stride or 0, kv_stride = xk.row_stride or 0,
+  }
+  if n.attrs.norm then
+    push.qw, push.kw, push.eps, push.w_offset = ctx.t(qw), ctx.t(kw), n.attrs.eps, n.attrs.offset
+  end
+  ctx.dispatch(k, Hq + Hkv, math.min(T, WG_MAX_GROUPS), ceil_div(T, WG_MAX_GROUPS), push)
 end
 
 R.glu = function(ctx, n)

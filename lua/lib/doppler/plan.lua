@@ -51,7 +51,7 @@ end
 local VIEW_OPS = { view = true, last_row = true, slice = true }
 
 -- Ops that update their first input in place (the planner checks nobody else reads it later).
-local INPLACE_OPS = { rope = true, softcap = true }
+local INPLACE_OPS = { rope = true, softcap = true, rope_kv = true }   -- rope_kv: q (fusions.lua)
 
 local function element_type(node, env)
   if node.dtype == "act" then return env.act end

@@ -1,0 +1,111 @@
+#version 460
+// norm_add_norm: Gemma's sandwich norm around a residual add, in one dispatch (fusion norm_add_norm,
+// lua/lib/doppler/fusions.lua; it replaces rmsnorm followed by add_rmsnorm):
+//   an = rmsnorm(a; w1, eps1, w_offset1)     (the branch output's post-norm, rounded as rmsnorm stores it)
+//   y  = x + an                             (the new residual stream, stored)
+//   h  = rmsnorm(y; w2, eps2, w_offset2)     (the next block's pre-norm)
+// with rmsnorm.comp's semantics: f32 math, each stored value rounded once to the activation type, and the
+// norm of y reads y as stored (add_rmsnorm.comp). Both sums of squares use the lanes and order of
+// rmsnorm.comp / add_rmsnorm.comp for the same row layout, so the results are bit-identical to the chain.
+// Method: as add_rmsnorm.comp (ROWS rows per workgroup, subgroup reductions, norm_rows.glsl); each lane keeps
+// its first CACHE elements of a, then of y, in registers. Past the cache, y is recomputed from x and a in
+// the last pass instead of being read back, so y stays write-only and may alias x (each element is read
+// before it is written by the same invocation, and never by another).
+// Dispatch: one workgroup per ROWS rows: g = ceil(rows / ROWS) groups as (min(g, 65535), ceil(g / 65535), 1).
+// Push:  x, a (ACT [rows, n], read)  w1, w2 (W [n], read)  y (ACT, write; may be x)  h (ACT, write)
+//        rows, n, eps1, w_offset1, eps2, w_offset2
+// Spec:  WG  workgroup size, a power of two (default 256)
+//        ROWS rows per workgroup, a power of two dividing WG (default 1)
+// Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "dp_types.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 1) const uint ROWS = 1;
+
+#include "norm_rows.glsl"
+
+layout(push_constant) uniform Push {
+    ACT_In  x;
+    ACT_In  a;
+    W_In    w1;
+    W_In    w2;
+    ACT_Out y;
+    ACT_Out h;
+    uint    rows;
+    uint    n;
+    float   eps1;
+    float   w_offset1;
+    float   eps2;
+    float   w_offset2;
+} p;
+
+const uint CACHE = 8u;
+
+float act_round(float v) { return float(ACT_T(v)); }
+
+// y[i] as stored: x + the stored normed a
+float residual(ACT_In xr, ACT_In ar, uint i, float inv1)
+{
+    float an = act_round(act_load(ar, i) * inv1 * (p.w_offset1 + w_load(p.w1, i)));
+    return act_round(act_load(xr, i) + an);
+}
+
+void main()
+{
+    uint rw, ln;
+    norm_lane(rw, ln);
+    uint row = (gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u) * ROWS + rw;
+    bool live = row < p.rows;
+    uint n = live ? p.n : 0u;
+    uint64_t off = uint64_t(live ? row : 0u) * p.n * ACT_BYTES;   // 64-bit address math
+    ACT_In  xr = ACT_In(uint64_t(p.x) + off), ar = ACT_In(uint64_t(p.a) + off);
+    ACT_Out yr = ACT_Out(uint64_t(p.y) + off), hr = ACT_Out(uint64_t(p.h) + off);
+
+    // pass 1: the branch output's sum of squares
+    float c[CACHE];
+    float ss = 0.0;
+    for (uint k = 0u; k < CACHE; k++) {
+        uint i = ln + k * LR;
+        c[k] = i < n ? act_load(ar, i) : 0.0;
+        ss += c[k] * c[k];
+    }
+    for (uint i = ln + CACHE * LR; i < n; i += LR) {
+        float v = act_load(ar, i);
+        ss += v * v;
+    }
+    float inv1 = inversesqrt(norm_row_sum(ss, rw) / float(p.n) + p.eps1);
+    if (LR > gl_SubgroupSize) barrier();   // norm_red is reused by the second sum (uniform branch)
+
+    // pass 2: y = x + norm(a) (stored for the cached elements), its sum of squares
+    ss = 0.0;
+    for (uint k = 0u; k < CACHE; k++) {
+        uint i = ln + k * LR;
+        float yv = 0.0;
+        if (i < n) {
+            yv = act_round(act_load(xr, i) + act_round(c[k] * inv1 * (p.w_offset1 + w_load(p.w1, i))));
+            act_store(yr, i, yv);
+        }
+        c[k] = yv;
+        ss += yv * yv;
+    }
+    for (uint i = ln + CACHE * LR; i < n; i += LR) {
+        float v = residual(xr, ar, i, inv1);
+        ss += v * v;
+    }
+    float inv2 = inversesqrt(norm_row_sum(ss, rw) / float(p.n) + p.eps2);
+
+    // pass 3: h = norm(y)
+    for (uint k = 0u; k < CACHE; k++) {
+        uint i = ln + k * LR;
+        if (i < n) act_store(hr, i, c[k] * inv2 * (p.w_offset2 + w_load(p.w2, i)));
+    }
+    for (uint i = ln + CACHE * LR; i < n; i += LR) {
+        float v = residual(xr, ar, i, inv1);
+        act_store(yr, i, v);
+        act_store(hr, i, v * inv2 * (p.w_offset2 + w_load(p.w2, i)));
+    }
+}

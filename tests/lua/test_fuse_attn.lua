@@ -1,0 +1,100 @@
+-- The attention-side fusions and attention_decode's variants in whole models (tiny fixtures, lavapipe):
+--   rope_kv (q/k norm + RoPE + KV append) and norm_add_norm (Gemma's sandwich norm) are applied to the
+--   decode step of every family that has the pattern, leave no rope / kv_append / rmsnorm dispatch behind
+--   there, and give the logits of the unfused plans (fusion=-rope_kv,-norm_add_norm) over a prompt fed one
+--   token at a time (every step reads what the fused kernel appended to the caches);
+--   attention_decode's merge is in the kernel (no attention_reduce dispatch); the hints attention_lanes /
+--   attention_wg pick other variants with the same logits, and a value that does not suit the head_dim or
+--   the device is an error listing the valid ones.
+-- The kernels themselves are tested against core/ref in tests/unit (test_k_rope_kv.c, test_k_norm.c,
+-- test_k_attention_flash.c); the fixture tests check the fused models against the references.
+package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
+local check = require "lib.check"
+local doppler = require "doppler"
+local session = require "doppler.session"
+local hints = require "doppler.hints"
+local recipes = require "doppler.recipes"
+
+local PROMPT = { 2, 17, 5, 33, 8, 11, 4, 29, 3, 7, 19 }
+
+-- Feeds PROMPT one token at a time; returns every step's logits (a list of rows) and the last T = 1 plan.
+local function steps(name, hint_list)
+  local path = check.fixtures .. "/models/" .. name
+  local h = hints.new()
+  for k, v in pairs(hint_list) do h:set(k, v, "test") end
+  local m = doppler.open_model(path)
+  local recipe = recipes.for_config(doppler.read_json(path .. "/config.json"), path)
+  local s = session.open(recipe, m, { hints = h, context = 64 })
+  local rows = {}
+  for i = 1, #PROMPT do
+    s:feed({ PROMPT[i] })
+    rows[i] = s:last_logits()
+  end
+  local names = {}
+  for i, k in ipairs(s.last_plan.kernel_log) do names[i] = k:name() end
+  m:close()
+  return rows, names
+end
+
+local function count(names, want)
+  local n = 0
+  for _, k in ipairs(names) do if k == want then n = n + 1 end end
+  return n
+end
+
+-- Logits of two plans of the same model: the fused kernels keep every rounding point and rmsnorm's order,
+-- so what differs is f32 arithmetic order elsewhere (none here): 1e-4 relative still catches any wrong
+-- value (a wrong key, slot or weight moves logits by >= 1e-2).
+local function same_logits(a, b, what)
+  for i = 1, #a do
+    for j = 1, #a[i] do
+      check.near(b[i][j], a[i][j], 1e-4 * math.max(1, math.abs(a[i][j])), ("%s step %d logit %d"):format(what, i, j - 1))
+    end
+  end
+end
+
+local FAMILIES = {
+  { "gemma3-tiny", norm = true, sandwich = true },
+  { "qwen3-tiny", norm = true },
+  { "llama3-tiny" },
+  { "phi3-tiny" },      -- q, k, v are strided slices of one projection
+  { "mixtral-tiny" },
+}
+
+for _, f in ipairs(FAMILIES) do
+  local name = f[1]
+  check.case(name .. ": rope_kv" .. (f.sandwich and " and norm_add_norm" or "") .. " used, same logits as unfused", function()
+    local fused, kf = steps(name, {})
+    local plain, kp = steps(name, { fusion = "-rope_kv,-norm_add_norm" })
+    local layers = doppler.read_json(check.fixtures .. "/models/" .. name .. "/config.json").num_hidden_layers
+    check.eq(count(kf, "rope_kv"), layers, "rope_kv dispatches")
+    check.eq(count(kf, "rope") + count(kf, "kv_append") + count(kf, "attention_reduce"), 0, "rope, kv_append, reduce left")
+    check.eq(count(kp, "rope"), 2 * layers, "unfused rope dispatches")
+    if f.sandwich then
+      check.truthy(count(kf, "norm_add_norm") >= 2 * layers - 1, "norm_add_norm dispatches: " .. count(kf, "norm_add_norm"))
+    end
+    if f.norm then check.eq(count(kf, "rmsnorm"), count(kp, "rmsnorm") - 2 * layers - (f.sandwich and count(kf, "norm_add_norm") or 0),
+                            "rmsnorm dispatches left") end
+    check.truthy(#kf < #kp, ("fused %d dispatches, unfused %d"):format(#kf, #kp))
+    same_logits(plain, fused, name)
+  end)
+end
+
+check.case("attention_lanes / attention_wg: other variants, same logits; bad values listed", function()
+  -- in the f32 mode: another variant sums the scores in another order, which f16 activations would amplify
+  local auto = steps("gemma3-tiny", { precision = "f32" })
+  local sg = doppler.device():caps().subgroup_size
+  local alt = steps("gemma3-tiny", { precision = "f32", attention_lanes = "1", attention_wg = "64" })
+  same_logits(auto, alt, "attention_lanes=1 attention_wg=64")
+  -- head_dim 32 with an f16 cache: lanes up to min(subgroup, 32 / 8 = 4)
+  local ok, err = pcall(steps, "gemma3-tiny", { attention_lanes = "16" })
+  check.truthy(not ok and tostring(err):find("attention_lanes=16") and tostring(err):find("valid: auto, 1, 2, 4", 1, true),
+               "error lists the valid lanes: " .. tostring(err))
+  ok, err = pcall(steps, "gemma3-tiny", { attention_lanes = "4", attention_wg = "32" })
+  check.truthy(ok, "lanes 4, workgroup 32: " .. tostring(err))
+  ok, err = pcall(function() hints.new():set("attention_wg", "48", "test") end)
+  check.truthy(not ok and tostring(err):find("valid values"), "attention_wg=48 rejected: " .. tostring(err))
+  check.truthy(sg >= 1, "subgroup size")
+end)
+
+check.done()
