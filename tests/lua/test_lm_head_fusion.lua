@@ -7,7 +7,8 @@
 -- (identical rows, and softcap saturating to equal values) and a NaN row. The unfused logits are the CPU
 -- check: the fused id is their argmax (NaN first, lowest index among equal values) and, for draws, the id
 -- doppler.sample_cpu (core/sample.c) draws from them. With keep_logits the fused kernel also writes the
--- logits, which must equal the unfused ones bit for bit (the strongest check that it computes as they do).
+-- logits, which must equal the unfused ones bit for bit with f32 activations (the strongest check that it
+-- computes as they do); with f16 activations within one f16 rounding of the normalised row (see case).
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -123,6 +124,33 @@ local function has(list, name)
   return false
 end
 
+-- Per row n: 2^-10 sum_k |W_nk| |x̂_k| (+ 1e-6 |.| for f32 summation order), x̂ the last row of h normalised
+-- on the host from the values on the device (see case).
+local function lm_bounds(c)
+  local h, nw = c.h:download(), c.nw:download()
+  local K, N = c.K, c.N
+  local base, ss = (c.T - 1) * K, 0
+  for k = 1, K do ss = ss + h[base + k] ^ 2 end
+  local inv = 1 / math.sqrt(ss / K + 1e-6)
+  local xa = {}
+  for k = 1, K do xa[k] = math.abs(h[base + k] * inv * (c.offset + nw[k])) end
+  local w
+  if QBLOCK[c.w_dtype] then
+    local raw = doppler.dequantize(c.w_dtype, c.W:read(), N * K)
+    w = {}
+    for i = 1, N * K do w[i] = string.unpack("<f", raw, 4 * i - 3) end
+  else
+    w = c.W:download()
+  end
+  local out = {}
+  for n = 1, N do
+    local s, o = 0, (n - 1) * K
+    for k = 1, K do s = s + math.abs(w[o + k]) * xa[k] end
+    out[n] = s * 2 ^ -10 + 1e-6 * s
+  end
+  return out
+end
+
 local function case(c)
   c.T = c.T or 3
   c.pos0 = c.pos0 or 5
@@ -146,20 +174,37 @@ local function case(c)
   check.truthy(fused.logits == nil, "without keep_logits the fused plan writes no logits")
   check.truthy(plain.logits ~= nil and #plain.logits == c.N, "unfused logits")
   check.eq(#both.logits, c.N, "fused logits written besides")
-  for i = 1, c.N do   -- bit for bit (NaN included: string.pack compares the bits)
-    if string.pack("<f", both.logits[i]) ~= string.pack("<f", plain.logits[i]) then
-      error(("logit %d: fused %.9g, unfused %.9g"):format(i - 1, both.logits[i], plain.logits[i]))
+  check.eq(fused.next, both.next, "fused id with and without the logits kept")
+  local ref = plain.logits
+  if c.act == "f32" then
+    for i = 1, c.N do   -- bit for bit (NaN included: string.pack compares the bits)
+      if string.pack("<f", both.logits[i]) ~= string.pack("<f", plain.logits[i]) then
+        error(("logit %d: fused %.9g, unfused %.9g"):format(i - 1, both.logits[i], plain.logits[i]))
+      end
     end
+    check.eq(fused.next, plain.next, "fused id = unfused id")
+  else
+    -- f16 activations: the normalised row is rounded to f16 in both paths, but on the H100 the fused kernel's
+    -- logits differ from the unfused ones by up to 3e-3 relative (lavapipe: bit for bit); the f32 cases above
+    -- show the dot products and the norm's sum agree exactly, so what differs is the f16 rounding of x̂, at
+    -- most one f16 ulp (2^-10 |x̂_k|) per element: |Δ logit_n| <= 2^-10 sum_k |W_nk| |x̂_k| (softcap's slope
+    -- is at most 1). The ids are then checked against the fused logits themselves.
+    local bound = lm_bounds(c)
+    for i = 1, c.N do
+      local d = math.abs(both.logits[i] - plain.logits[i])
+      if not (d <= bound[i]) then
+        error(("logit %d: fused %.9g, unfused %.9g differ by %.3g > %.3g"):format(i - 1, both.logits[i], plain.logits[i], d, bound[i]))
+      end
+    end
+    ref = both.logits
   end
-  check.eq(fused.next, plain.next, "fused id = unfused id")
-  check.eq(both.next, plain.next, "fused id (logits kept) = unfused id")
   if c.sample then
     local sp = c.sample
-    local want = doppler.sample_cpu(plain.logits, { temperature = sp.temperature, top_k = sp.top_k, top_p = sp.top_p,
+    local want = doppler.sample_cpu(ref, { temperature = sp.temperature, top_k = sp.top_k, top_p = sp.top_p,
       min_p = sp.min_p, repeat_penalty = 1, seed = c.seed, step = c.pos0 + c.T, history = {} })
-    check.eq(fused.next, want, "fused id = sample_cpu's draw from the unfused logits")
+    check.eq(fused.next, want, "fused id = sample_cpu's draw from the logits")
   else
-    check.eq(fused.next, host_argmax(plain.logits), "fused id = host argmax of the unfused logits")
+    check.eq(fused.next, host_argmax(ref), "fused id = host argmax of the logits")
   end
   return plain, fused
 end
