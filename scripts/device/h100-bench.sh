@@ -120,6 +120,16 @@ for l in open(sys.argv[1]):
             d["decode_tok_s"] or 0, d["p50_ms"], d["gpu_ms_per_token"]))
 PY
       ;;
+    tune)  # doppler tune on Gemma 3 1B Q4_K_M (the issue-7 model), then the issue-7 decode with the tuned hints
+      [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+      timeout 400 $B tune --model /tmp/g1b-q4_k_m.gguf ${TUNE_ARGS:---quick} --json >"$OUT/tune.json" 2>"$OUT/tune.txt"
+      tail -3 "$OUT/tune.txt"
+      H=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' '.join('--hint %s=%s' % kv for kv in d['hints'].items()))" "$OUT/tune.json")
+      echo "tuned: $H"
+      timeout 200 $B recipes/bench/decode.lua --model /tmp/g1b-q4_k_m.gguf --prompt-tokens 32 --tokens 128 $H \
+        --label issue7-tuned >>"$OUT/issue7.jsonl" 2>>"$OUT/err.txt"
+      tail -1 "$OUT/issue7.jsonl" | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print('tuned decode %.1f tok/s p50 %.3f ms' % (d['decode_tok_s'], d['p50_ms']))"
+      ;;
     *) bench "$s" $G ;;
   esac
 done
