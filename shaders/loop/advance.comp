@@ -11,6 +11,10 @@
 //        out (u32 [chunk], write)  args (u32 [3 * n_args], write)  tmpl (u32 [3 * n_args], read)  n_args, mode
 // state: [0] stopped (0 running, 1 stop id, 2 length limit, 3 no candidate), [1] ids emitted so far this
 //        chunk, [2] the most ids this chunk may emit, [3] number of stop ids, [4..] the stop ids
+// The host reads only the out ring (4 bytes per generated token): a stop it cannot infer (a stop id, no
+// candidate) leaves the marker STOP_MARK + reason in the slot after the last emitted id, which the host reads
+// in place of a next id; a full ring (running) or the length limit it infers from the count it asked for.
+// Ids are vocabulary indices, far below STOP_MARK.
 #include "dp_common.glsl"
 
 layout(local_size_x = 1) in;
@@ -27,9 +31,12 @@ layout(push_constant) uniform Push {
     uint    mode;
 } p;
 
+const uint STOP_MARK = 0xfffffff0u;
+
 void stop(uint why)
 {
     p.state.v[0] = why;
+    if (why != 2u) p.out_ids.v[p.state.v[1]] = STOP_MARK + why;   // slot n < the ring's length: see loop.lua
     for (uint i = 0; i < 3u * p.n_args; i++) p.args.v[i] = 0u;
 }
 

@@ -13,7 +13,7 @@
 -- Work after a stop is skipped on the GPU: every kernel of the steps is dispatched indirectly, its group
 -- counts read from `args` (one entry per distinct group shape), which the advance kernel zeroes when it
 -- stops; the chunk begins by restoring them from a template. No shader had to learn an early-exit flag.
--- The host reads back the out ring and a state word once per chunk.
+-- The host reads back the out ring once per chunk, up to the ids emitted (plus the end marker after a stop).
 local M = {}
 
 -- Most stop ids the advance kernel checks (state words 4..); more fall back to the step-by-step loop.
@@ -21,6 +21,9 @@ M.MAX_STOPS = 60
 
 -- Stop reasons (state word 0).
 M.RUNNING, M.STOP_ID, M.LIMIT, M.NO_CANDIDATE = 0, 1, 2, 3
+-- The out ring's end marker: STOP_MARK + reason after the last emitted id, for a stop by id or for no
+-- candidate (shaders/loop/advance.comp); the host reads the ring up to it and never the state words.
+M.STOP_MARK = 0xfffffff0
 
 -- Buffers a session's loop plans share: lp = { state = u32 [4 + MAX_STOPS], out = u32 [steps] }, host-mapped.
 function M.buffers(dev, steps)

@@ -270,13 +270,22 @@ function Session:decode_chunk(id, steps, limit, stops)
   p:run()
   self.passes = self.passes + 1
   self.last_plan = p
-  local st = p.loop_bufs.state:download({ dtype = "u32", count = 2 })
-  local n = st[2]
-  local ids = n > 0 and p.loop_bufs.out:download({ dtype = "u32", count = n }) or {}
+  -- The out ring, word by word up to the end marker (advance.comp): 4 bytes per emitted id, plus one word
+  -- when a stop id or a missing candidate ended the chunk. At most min(steps - 1, limit) ids: the last
+  -- step's pick is pending (RUNNING), and the limit's stop leaves no marker (its count says it).
+  local most = math.min(steps - 1, limit)
+  local ids, why = {}, loop.RUNNING
+  for i = 1, most do
+    local w = p.loop_bufs.out:download({ dtype = "u32", offset = i - 1, count = 1 })[1]
+    self.readback_bytes = self.readback_bytes + 4
+    if w >= loop.STOP_MARK then why = w - loop.STOP_MARK; break end
+    ids[i] = w
+  end
+  local n = #ids
+  if why == loop.RUNNING and n == limit then why = loop.LIMIT end
   -- fed: `id`, then every emitted id but one that reached the limit
-  self.pos = self.pos + 1 + n - (st[1] == loop.LIMIT and 1 or 0)
-  self.readback_bytes = self.readback_bytes + 8 + 4 * n
-  return ids, st[1]
+  self.pos = self.pos + 1 + n - (why == loop.LIMIT and 1 or 0)
+  return ids, why
 end
 
 -- Runs ids[first..last] at positions self.pos.. as one pass; returns the plan (its outputs).
