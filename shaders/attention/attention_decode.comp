@@ -16,19 +16,26 @@
 // counter[t * n_kv_heads + hk] atomically; the one that sees nc - 1 merges and sets the counter back to 0,
 // so the buffer is ready for the next replay of the recorded command buffer (no host reset; it must be
 // zero when first used). Partial slots of empty chunks are never read.
-// Method: the workgroup is cut into clusters of LK lanes (inside one subgroup); a cluster reads one key
-// row at a time (lanes over D, VEC consecutive elements per load, 16-byte loads from the caches when
-// aligned), reduces the G dot products with subgroupShuffleXor, and keeps its own online softmax; the
-// clusters are merged in shared memory at the end. f32 throughout.
-// Variants (lower.lua picks them per head_dim, hints attention_lanes / attention_wg override): LK and WG.
+// Method: the workgroup is cut into clusters of LK lanes (inside one subgroup); a cluster reads UK key rows
+// per round (lanes over D, VEC consecutive elements per load, 16-byte loads from the caches when aligned),
+// reduces the G * UK dot products with subgroupShuffleXor, and keeps its own online softmax; the clusters
+// are merged in shared memory at the end. f32 throughout.
+// Why UK rows per round: a round's loads are all issued before any is used, so a cluster waits for memory
+// once per UK keys; at decode sizes the kernel is bound by that latency (~1 us per round on the H100), not
+// by the bytes (~0.1 MB per layer at a few hundred keys).
+// Why the merge reads every partial in parallel: the last workgroup's merge is on the critical path of the
+// layer; it loads all (m, l) pairs of its heads at once into shared memory, derives each chunk's weight
+// there, and then each output element sums its nc partials with independent loads.
+// Variants (lower.lua picks them per head_dim, hints attention_lanes / attention_wg / attention_unroll
+// override): LK, WG and UK.
 // Dispatch: (n_kv_heads, n_chunks, n_tokens).
 // Push:  q (ACT [T, n_q_heads, D], read)  k, v (ACT [T, n_kv_heads, D], read)
 //        kc, vc (KV [n_kv_heads, cap, D], read)  pos (u32 [T], read)  o (ACT [T, n_q_heads, D], write)
 //        part_o (f32 [T, n_q_heads, n_chunks, D], read-write)  part_ml (f32 [T, n_q_heads, n_chunks, 2]: m, l)
 //        counter (u32 [T * n_kv_heads], read-write, zero between dispatches)
 //        n_tokens, n_q_heads, n_kv_heads, cap, window, scale, softcap, q_stride, kv_stride (as attention.comp),
-//        n_chunks, min_chunk (>= 1)
-// Spec:  WG  workgroup size, a multiple of LK (default 128)
+//        n_chunks (<= MAX_CHUNKS = 64), min_chunk (>= 1)
+// Spec:  WG  workgroup size, a multiple of LK (default 128); UK  key rows per cluster per round (default 4; lower.lua picks 2)
 //        D   head_dim (default 256); G  q heads per kv head (default 1)
 //        LK  lanes per key row: a power of two <= the subgroup size, D / LK a multiple of VEC (8 with
 //            DP_KV_F16, else 4); the host picks min(subgroup size, D / VEC) unless a hint says otherwise
@@ -42,6 +49,7 @@ layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint D = 256;
 layout(constant_id = 2) const uint G = 1;
 layout(constant_id = 3) const uint LK = 32;
+layout(constant_id = 4) const uint UK = 4;
 
 // The partials are read back by another workgroup of the same dispatch: coherent, so that the writer's
 // memory barrier makes them visible to the merging workgroup.
@@ -82,9 +90,20 @@ const uint NVL = EPL / VEC;   // vectors per lane
 const uint NCL = WG / LK;     // clusters per workgroup
 const float NEG = -3.0e38;    // "no key yet": exp(NEG - s) = 0 for any finite score
 
+const uint MAX_CHUNKS = 64u;  // lower.lua caps n_chunks here: the merge keeps every chunk's (m, l) in shared memory
+
+// One shared array, used twice: first the clusters' partial outputs red_o [NCL][D], then (after the last
+// barrier of that merge) the chunk merge's mg_w [G][MAX_CHUNKS] (each chunk's m, then its weight
+// exp(m - M)), mg_l [G][MAX_CHUNKS] (its l) and mg_inv [G] (1 / L per head).
+const uint MG = 2u * G * MAX_CHUNKS + G;
+const uint SH = NCL * D > MG ? NCL * D : MG;
 shared float red_ml[NCL * G * 2u];
-shared float red_o[NCL * D];
+shared float sh[SH];
 shared bool last_s;
+#define red_o(i) sh[i]
+#define mg_w(i) sh[i]
+#define mg_l(i) sh[G * MAX_CHUNKS + (i)]
+#define mg_inv(g) sh[2u * G * MAX_CHUNKS + (g)]
 
 float kv_round(float x)
 {
@@ -163,21 +182,45 @@ void main()
         l[g] = 0.0;
     }
 
-    for (uint j = k0 + cl; j < k1; j += NCL) {
-        float kr[EPL], vr[EPL];
-        load_row(p.k, p.kc, j, hk, ln, p0, ks, vec_ok, kr);
-        load_row(p.v, p.vc, j, hk, ln, p0, ks, vec_ok, vr);
+    // rounds of UK keys per cluster: keys j0, j0 + NCL, ... j0 + (UK - 1) NCL; past k1 the last key is read
+    // again (a valid address) and its score masked out
+    for (uint j0 = k0 + cl; j0 < k1; j0 += NCL * UK) {
+        float kr[UK * EPL], vr[UK * EPL], row[EPL];
+        for (uint u = 0u; u < UK; u++) {
+            uint j = min(j0 + u * NCL, k1 - 1u);
+            load_row(p.k, p.kc, j, hk, ln, p0, ks, vec_ok, row);
+            for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
+            load_row(p.v, p.vc, j, hk, ln, p0, ks, vec_ok, row);
+            for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
+        }
+        float s[G * UK];
+        for (uint g = 0u; g < G; g++)
+            for (uint u = 0u; u < UK; u++) {
+                float d = 0.0;
+                for (uint e = 0u; e < EPL; e++) d += qr[g * EPL + e] * kr[u * EPL + e];
+                s[g * UK + u] = d;
+            }
+        // the G * UK reductions interleaved: independent shuffles in flight together
+        for (uint off = LK / 2u; off > 0u; off >>= 1)
+            for (uint i = 0u; i < G * UK; i++) s[i] += subgroupShuffleXor(s[i], off);
         for (uint g = 0u; g < G; g++) {
-            float s = 0.0;
-            for (uint e = 0u; e < EPL; e++) s += qr[g * EPL + e] * kr[e];
-            for (uint off = LK / 2u; off > 0u; off >>= 1) s += subgroupShuffleXor(s, off);
-            s *= p.scale;
-            if (p.softcap > 0.0) s = p.softcap * safe_tanh(s / p.softcap);
-            float mn = max(m[g], s);
-            float a = exp(m[g] - mn), pe = exp(s - mn);
-            l[g] = l[g] * a + pe;
+            float mn = m[g];
+            for (uint u = 0u; u < UK; u++) {
+                float x = s[g * UK + u] * p.scale;
+                if (p.softcap > 0.0) x = p.softcap * safe_tanh(x / p.softcap);
+                x = (j0 + u * NCL < k1) ? x : NEG;
+                s[g * UK + u] = x;
+                mn = max(mn, x);
+            }
+            float a = exp(m[g] - mn);
+            l[g] *= a;
+            for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] *= a;
+            for (uint u = 0u; u < UK; u++) {
+                float pe = exp(s[g * UK + u] - mn);
+                l[g] += pe;
+                for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] += pe * vr[u * EPL + e];
+            }
             m[g] = mn;
-            for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] = oa[g * EPL + e] * a + pe * vr[e];
         }
     }
 
@@ -194,7 +237,7 @@ void main()
         for (uint x = 0u; x < NCL; x++) M = max(M, red_ml[(x * G + g) * 2u]);
         float f = exp(m[g] - M);
         for (uint i = 0u; i < NVL; i++)
-            for (uint e = 0u; e < VEC; e++) red_o[cl * D + lane_dim(ln, i, e)] = oa[g * EPL + i * VEC + e] * f;
+            for (uint e = 0u; e < VEC; e++) red_o(cl * D + lane_dim(ln, i, e)) = oa[g * EPL + i * VEC + e] * f;
         barrier();
         float L = 0.0;
         for (uint x = 0u; x < NCL; x++) L += red_ml[(x * G + g) * 2u + 1u] * exp(red_ml[(x * G + g) * 2u] - M);
@@ -202,7 +245,7 @@ void main()
         uint slot = head * p.n_chunks + c;
         for (uint d = tid; d < D; d += WG) {
             float acc = 0.0;
-            for (uint x = 0u; x < NCL; x++) acc += red_o[x * D + d];
+            for (uint x = 0u; x < NCL; x++) acc += red_o(x * D + d);
             if (nc == 1u) act_store(p.o, head * D + d, acc * (1.0 / L));   // as the merge below, one chunk
             else p.part_o.v[slot * D + d] = acc;
         }
@@ -226,18 +269,43 @@ void main()
     barrier();
     if (!last_s) return;
     memoryBarrierBuffer();
-    for (uint g = 0u; g < G; g++) {
+    // every (head, chunk) pair's m and l at once
+    for (uint i = tid; i < G * nc; i += WG) {
+        uint g = i / nc, x = i % nc;
+        uint slot = (t * p.n_q_heads + hk * G + g) * p.n_chunks + x;
+        mg_w(g * MAX_CHUNKS + x) = p.part_ml.v[slot * 2u];
+        mg_l(g * MAX_CHUNKS + x) = p.part_ml.v[slot * 2u + 1u];
+    }
+    barrier();
+    // per head: M = max_c m_c, L = sum_c exp(m_c - M) l_c, and each chunk's weight exp(m_c - M)
+    for (uint g = tid; g < G; g += WG) {
+        float M = NEG;
+        for (uint x = 0u; x < nc; x++) M = max(M, mg_w(g * MAX_CHUNKS + x));
+        float L = 0.0;
+        for (uint x = 0u; x < nc; x++) {
+            float w = exp(mg_w(g * MAX_CHUNKS + x) - M);
+            L += mg_l(g * MAX_CHUNKS + x) * w;
+            mg_w(g * MAX_CHUNKS + x) = w;
+        }
+        mg_inv(g) = 1.0 / L;
+    }
+    barrier();
+    // each output element: its nc partials, four independent loads at a time
+    for (uint i = tid; i < G * D; i += WG) {
+        uint g = i / D, d = i % D;
         uint head = t * p.n_q_heads + hk * G + g;
         uint base = head * p.n_chunks;
-        float M = NEG;
-        for (uint x = 0u; x < nc; x++) M = max(M, p.part_ml.v[(base + x) * 2u]);
-        float L = 0.0;
-        for (uint x = 0u; x < nc; x++) L += p.part_ml.v[(base + x) * 2u + 1u] * exp(p.part_ml.v[(base + x) * 2u] - M);
-        float inv = 1.0 / L;
-        for (uint d = tid; d < D; d += WG) {
-            float acc = 0.0;
-            for (uint x = 0u; x < nc; x++) acc += exp(p.part_ml.v[(base + x) * 2u] - M) * p.part_o.v[(base + x) * D + d];
-            act_store(p.o, head * D + d, acc * inv);
+        float acc = 0.0;
+        uint x = 0u;
+        for (; x + 4u <= nc; x += 4u) {
+            float o0 = p.part_o.v[(base + x) * D + d], o1 = p.part_o.v[(base + x + 1u) * D + d];
+            float o2 = p.part_o.v[(base + x + 2u) * D + d], o3 = p.part_o.v[(base + x + 3u) * D + d];
+            acc += mg_w(g * MAX_CHUNKS + x) * o0;
+            acc += mg_w(g * MAX_CHUNKS + x + 1u) * o1;
+            acc += mg_w(g * MAX_CHUNKS + x + 2u) * o2;
+            acc += mg_w(g * MAX_CHUNKS + x + 3u) * o3;
         }
+        for (; x < nc; x++) acc += mg_w(g * MAX_CHUNKS + x) * p.part_o.v[(base + x) * D + d];
+        act_store(p.o, head * D + d, acc * mg_inv(g));
     }
 }

@@ -178,23 +178,31 @@ static void common_push(dp_dispatch *d, const flash_case *fc, float scale, const
     dp_dispatch_u32(d, "kv_stride", x->kv_stride);
 }
 
+/* attention_decode.comp's shared memory for a variant, as lower.lua's decode_shared computes it. */
+static uint32_t decode_shared(uint32_t wg, uint32_t lk, uint32_t D, uint32_t G)
+{
+    uint32_t ncl = wg / lk, mg = 2 * G * 64 + G;
+    return 4 * (ncl * G * 2 + (ncl * D > mg ? ncl * D : mg)) + 4;
+}
+
 /* Flash decoding in one dispatch, partials NaN-filled. Spec constants as lower.lua picks them (alt = false:
-** LK = min(subgroup, D / VEC), WG = max(128, LK)), or a second variant (alt: LK halved where it can be, WG 256
-** when the clusters' merge buffer fits). The counter must come back all zero. */
+** LK = min(subgroup, D / VEC), WG = 256 where its shared memory fits (else max(128, LK)), UK = 4 keys per
+** round), or a second variant (alt: LK halved where it can be, the widest WG <= 256 that fits, UK = 2). The
+** counter must come back all zero. */
 static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const caches *g, const io *x,
                        dp_gtensor *out, uint32_t T, const float *nan_fill, dp_gtensor *counter, bool alt)
 {
     uint32_t vec = fc->kv_f16 ? 8 : 4, lk = min_u32(subgroup(c), fc->D / vec), NC = fc->n_chunks;
-    uint32_t wg = lk > 128 ? lk : 128;
-    if (alt) {
-        if (lk > 1) lk /= 2;
-        wg = (256 / lk) * fc->D * 4 <= 32768 ? 256 : wg;
-    }
-    dp_kconst k1[4] = {{"WG", wg}, {"D", fc->D}, {"G", fc->Hq / fc->Hkv}, {"LK", lk}};
+    uint32_t G = fc->Hq / fc->Hkv, uk = alt ? 2 : 4;
+    if (alt && lk > 1) lk /= 2;
+    uint32_t wg = decode_shared(256, lk, fc->D, G) <= 32768 ? 256 : (lk > 128 ? lk : 128);
+    while (alt && wg > lk && decode_shared(wg, lk, fc->D, G) > 32768) wg /= 2;   /* lavapipe: 32 KiB */
+    assert_true(decode_shared(wg, lk, fc->D, G) <= 32768);
+    dp_kconst k1[5] = {{"WG", wg}, {"D", fc->D}, {"G", G}, {"LK", lk}, {"UK", uk}};
     dp_gtensor *po = kg_upload(c, DP_F32, nan_fill, (uint64_t)T * fc->Hq * NC * fc->D);
     dp_gtensor *pml = kg_upload(c, DP_F32, nan_fill, (uint64_t)T * fc->Hq * NC * 2);
     dp_dispatch d;
-    dp_dispatch_init(&d, kernel(c, "attention/attention_decode.comp", fc, k1, 4));
+    dp_dispatch_init(&d, kernel(c, "attention/attention_decode.comp", fc, k1, 5));
     common_push(&d, fc, scale, g, x, T);
     dp_dispatch_tensor(&d, "o", out);
     dp_dispatch_tensor(&d, "part_o", po);
@@ -210,7 +218,7 @@ static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const cache
     assert_true(n <= 256);
     kg_download_u32(counter, cnt, n);
     for (uint32_t i = 0; i < n; i++)
-        if (cnt[i] != 0) fail_msg("attention_decode LK=%u WG=%u: merge counter %u left at %u", lk, wg, i, cnt[i]);
+        if (cnt[i] != 0) fail_msg("attention_decode LK=%u WG=%u UK=%u: merge counter %u left at %u", lk, wg, uk, i, cnt[i]);
 }
 
 static void gpu_prefill(kg_ctx *c, const flash_case *fc, float scale, const caches *g, const io *x,

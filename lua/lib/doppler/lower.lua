@@ -378,11 +378,21 @@ local function subgroup_size(ctx)
 end
 
 -- fuse2: attention_decode's variant for a head_dim: LK lanes per key row (a power of two <= the subgroup
--- size with D / LK a multiple of VEC) and the workgroup size WG (a multiple of LK). Auto: LK = min(subgroup,
--- D / VEC) (head_dim 64 / 128 / 256 with an f16 cache: 8 / 16 / 32 lanes on a 32-wide subgroup), WG =
--- max(128, LK). Hints attention_lanes / attention_wg override; a value this head_dim or device cannot take
--- is an error listing the valid ones.
-local function decode_variant(ctx, D, vec, hints)
+-- size with D / LK a multiple of VEC), the workgroup size WG (a multiple of LK) and UK key rows per cluster
+-- per round. Auto: LK = min(subgroup, D / VEC) (head_dim 64 / 128 / 256 with an f16 cache: 8 / 16 / 32 lanes
+-- on a 32-wide subgroup); WG = 256 where its shared memory fits, else 128 (never below LK); UK = 2. Hints
+-- attention_lanes / attention_wg / attention_unroll override; a value this head_dim or device cannot take is
+-- an error listing the valid ones.
+local ATTN_MAX_CHUNKS = 64     -- attention_decode.comp's MAX_CHUNKS
+local ATTN_SHARED = 32768      -- the least maxComputeSharedMemorySize of the devices served (lavapipe)
+
+-- attention_decode.comp's shared memory for a variant, in bytes (red_ml, the shared array sh, last_s)
+local function decode_shared(wg, lk, D, G)
+  local ncl = wg // lk
+  return 4 * (ncl * G * 2 + math.max(ncl * D, 2 * G * ATTN_MAX_CHUNKS + G)) + 4
+end
+
+local function decode_variant(ctx, D, vec, G, hints)
   local sg = subgroup_size(ctx)
   local valid = {}
   local l = 1
@@ -403,6 +413,7 @@ local function decode_variant(ctx, D, vec, hints)
     end
   end
   local wg = math.max(128, lk)
+  if lk <= 256 and decode_shared(256, lk, D, G) <= ATTN_SHARED then wg = 256 end
   local hw = hints.attention_wg or "auto"
   if hw ~= "auto" then
     wg = math.tointeger(tonumber(hw))
@@ -413,12 +424,16 @@ local function decode_variant(ctx, D, vec, hints)
                  tostring(hw), lk, list(ok_wg))
     end
   end
-  -- the clusters' merge buffer: (WG / LK) rows of D floats in shared memory
-  if (wg // lk) * D * 4 > 32768 then
+  local bytes = decode_shared(wg, lk, D, G)
+  if bytes > ATTN_SHARED then
     Graph.fail("attention_decode: workgroup %d with %d lanes per key row needs %d bytes of shared memory for " ..
-               "head_dim %d (at most 32768): raise attention_lanes or lower attention_wg", wg, lk, (wg // lk) * D * 4, D)
+               "head_dim %d (at most %d): raise attention_lanes or lower attention_wg", wg, lk, bytes, D, ATTN_SHARED)
   end
-  return lk, wg
+  local hu = hints.attention_unroll or "auto"
+  -- auto 2: on the H100 (Gemma 3 1B, ~150 keys) 1 and 2 keys per round timed alike and 4 slower (more
+  -- registers; run 10 in docs/BENCHMARKS.md); 2 halves the rounds of long contexts against 1
+  local uk = hu == "auto" and 2 or math.tointeger(tonumber(hu))
+  return lk, wg, uk
 end
 
 R.attention = function(ctx, n)
@@ -453,17 +468,20 @@ R.attention = function(ctx, n)
   elseif decode then
     -- keys a query can see: the window, or the whole cache for global layers
     local max_keys = (window > 0) and math.min(window, cap) or cap
-    local min_chunk = hints.attention_min_chunk or 16
+    local lk, wg, uk = decode_variant(ctx, D, vec, Hq // Hkv, hints)
+    -- auto: a chunk is one round of the workgroup (each cluster reads UK keys at once), so short contexts
+    -- take few workgroups and the merge reads few partials
+    local min_chunk = hints.attention_min_chunk or 0
+    if min_chunk == 0 then min_chunk = (wg // lk) * uk end
     local splits = hints.attention_splits or 0
     if splits == 0 then splits = math.max(1, 256 // (Hkv * T)) end
-    local n_chunks = math.max(1, math.min(splits, ceil_div(max_keys, min_chunk)))
-    local lk, wg = decode_variant(ctx, D, vec, hints)
+    local n_chunks = math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
     push.part_o = attn_scratch(ctx, T * Hq * n_chunks * D)
     push.part_ml = attn_scratch(ctx, T * Hq * n_chunks * 2)
     push.counter = attn_counter(ctx, T * Hkv)
     push.o, push.n_chunks, push.min_chunk = ctx.t(n), n_chunks, min_chunk
     local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(kvdef),
-                          { WG = wg, D = D, G = Hq // Hkv, LK = lk })
+                          { WG = wg, D = D, G = Hq // Hkv, LK = lk, UK = uk })
     ctx.dispatch(kd, Hkv, n_chunks, T, push)
   else
     -- rows = (token, q head) pairs of one kv head; LANES lanes per row, BR rows per workgroup; K/V tiles

@@ -52,7 +52,8 @@ local KNOBS = {
   { "gemv_q_rows", full = { 1, 2, 4, 8 }, quick = { 4, 8 }, applies = function(c) return c.quantised end },
   { "lm_head_groups", full = { 256, 1024, 4096 } },
   { "attention_splits", full = { 0, 8, 16, 32, 64 }, quick = { 0, 16 } },
-  { "attention_min_chunk", full = { 8, 16, 32, 64 } },
+  { "attention_min_chunk", full = { 0, 16, 32, 64, 128 } },
+  { "attention_unroll", full = { "auto", "1", "4" }, quick = { "auto", "1" } },
   { "decode_chunk", full = { 1, 8, 16, 32 }, quick = { 1, 16 }, wall = true },
 }
 
