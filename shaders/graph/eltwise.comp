@@ -6,8 +6,12 @@
 //   kind 3 gelu_tanh: y[i] = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3)))
 //   kind 4 silu:      y[i] = a / (1 + exp(-a))
 // Residual adds and unfused activations use it; fused forms (glu, add_rmsnorm) are in act/ and norm/.
+// a and b may be strided column slices of a fused projection (Phi-3's gate_up with fusion=off): element i
+// of a logical [rows, cols] value is read at (i / cols) * stride + i % cols. y is always contiguous.
 // Dispatch: groups (min(g, 65535), ceil(g / 65535), 1), g = ceil(n / WG); i = gid.x + gid.y * 65535 * WG.
 // Push:  a (ACT, read)  b (ACT, read; ignored by unary kinds, pass a)  y (ACT, write)  n, kind, s
+//        cols (row length, used only with a stride), a_stride, b_stride (elements from one row to the
+//        next; 0: contiguous)
 // Spec:  WG  workgroup size (default 256)
 // Defines: DP_ACT_F16
 #include "dp_types.glsl"
@@ -22,7 +26,16 @@ layout(push_constant) uniform Push {
     uint    n;
     uint    kind;
     float   s;
+    uint    cols;
+    uint    a_stride;
+    uint    b_stride;
 } p;
+
+// Where logical element i of an operand with row stride `stride` lies (0: contiguous, the index itself).
+uint at(uint i, uint stride)
+{
+    return stride == 0u ? i : (i / p.cols) * stride + i % p.cols;
+}
 
 // tanh that stays finite for large |x| (the exp form overflows to inf / inf).
 float safe_tanh(float x)
@@ -35,11 +48,11 @@ void main()
 {
     uint i = gl_GlobalInvocationID.x + gl_WorkGroupID.y * 65535u * WG;
     if (i >= p.n) return;
-    float a = act_load(p.a, i);
+    float a = act_load(p.a, at(i, p.a_stride));
     float r;
     switch (p.kind) {
-    case 0u: r = a + act_load(p.b, i); break;
-    case 1u: r = a * act_load(p.b, i); break;
+    case 0u: r = a + act_load(p.b, at(i, p.b_stride)); break;
+    case 1u: r = a * act_load(p.b, at(i, p.b_stride)); break;
     case 2u: r = a * p.s; break;
     case 3u: r = 0.5 * a * (1.0 + safe_tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))); break;
     default: r = a / (1.0 + exp(-a)); break;

@@ -115,6 +115,37 @@ check.case("replaying a recording reuses it: scale twice doubles twice", functio
   check.eq(rec:stats().dispatches, 1, "recorded dispatches")
 end)
 
+-- graph/eltwise.comp on strided column slices (lower.lua's element-wise rules; Phi-3's gate_up with
+-- fusion=off): a [R, C] operand whose rows lie a_stride (b_stride) elements apart gives, bit for bit, what the
+-- same values stored contiguously give, for every kind; the padding between rows holds values that would show.
+check.case("eltwise: strided inputs (a_stride, b_stride) = the same values contiguous, every kind", function()
+  local R, C, SA, SB = 37, 7, 19, 11
+  local wide_a, wide_b = randoms(R * SA), randoms(R * SB)
+  local a, b = {}, {}
+  for r = 0, R - 1 do
+    for c = 1, C do a[r * C + c], b[r * C + c] = wide_a[r * SA + c], wide_b[r * SB + c] end
+  end
+  local twa, twb, ta, tb = tensor(wide_a), tensor(wide_b), tensor(a), tensor(b)
+  local y1 = dev:tensor { dtype = "f32", shape = { R * C } }
+  local y2 = dev:tensor { dtype = "f32", shape = { R * C } }
+  local k = dev:kernel { file = "graph/eltwise.comp", constants = { WG = 64 } }
+  local g = { (R * C + 63) // 64 }
+  for kind = 0, 4 do
+    run(k, g, { a = ta, b = tb, y = y1, n = R * C, kind = kind, s = 0.75, cols = C, a_stride = 0, b_stride = 0 })
+    run(k, g, { a = twa, b = twb, y = y2, n = R * C, kind = kind, s = 0.75, cols = C, a_stride = SA, b_stride = SB })
+    local want, got = y1:download(), y2:download()
+    for i = 1, R * C do check.eq(got[i], want[i], ("kind %d, element %d"):format(kind, i - 1)) end
+    if kind == 0 then
+      for i = 1, R * C do check.eq(want[i], f32(f32(a[i]) + f32(b[i])), "contiguous add [" .. i .. "]") end
+    end
+  end
+  -- one strided input, one contiguous: Phi-3's silu(gate) * up, with the roles of a and b swapped
+  run(k, g, { a = ta, b = tb, y = y1, n = R * C, kind = 1, s = 1, cols = C, a_stride = 0, b_stride = 0 })
+  run(k, g, { a = twa, b = tb, y = y2, n = R * C, kind = 1, s = 1, cols = C, a_stride = SA, b_stride = 0 })
+  local want, got = y1:download(), y2:download()
+  for i = 1, R * C do check.eq(got[i], want[i], ("mul, b contiguous, element %d"):format(i - 1)) end
+end)
+
 check.case("errors: unknown push member, bad kernel source name the problem", function()
   local ok, err = pcall(run, dev:kernel { file = "elementwise/add.comp" }, { 1 }, { a = tensor({ 1 }), b = tensor({ 1 }), y = tensor({ 1 }), n = 1, bogus = 1 })
   check.truthy(not ok and tostring(err):find("bogus"), "unknown member named: " .. tostring(err))

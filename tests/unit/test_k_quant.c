@@ -25,77 +25,30 @@
 #include "core/quant.h"
 #include "core/ref/ref.h"
 #include "k_gpu.h"
+#include "k_quant.h"
 
 static const dp_dtype TYPES[] = {DP_Q8_0, DP_Q4_0, DP_Q4_1, DP_Q5_0, DP_Q5_1, DP_Q4_K, DP_Q5_K, DP_Q6_K};
 static const dp_dtype MATMUL_TYPES[] = {DP_Q8_0, DP_Q4_0, DP_Q5_0, DP_Q4_K, DP_Q5_K, DP_Q6_K};
 
-static const char *qdefine(dp_dtype t)
-{
-    switch (t) {
-    case DP_Q8_0: return "DP_Q_Q8_0";
-    case DP_Q4_0: return "DP_Q_Q4_0";
-    case DP_Q4_1: return "DP_Q_Q4_1";
-    case DP_Q5_0: return "DP_Q_Q5_0";
-    case DP_Q5_1: return "DP_Q_Q5_1";
-    case DP_Q4_K: return "DP_Q_Q4_K";
-    case DP_Q5_K: return "DP_Q_Q5_K";
-    case DP_Q6_K: return "DP_Q_Q6_K";
-    default: fail_msg("no GPU kernel for %s", dp_dtype_name(t));
-    }
-    return NULL;
-}
-
-static uint32_t rnd_u32(kg_ctx *c)
-{
-    c->rng = c->rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(c->rng >> 32);
-}
-
 /* A random finite f16 scale below 2^(max_exp - 15): one in eight subnormal, either sign unless positive. */
 static uint16_t rnd_scale(kg_ctx *c, bool positive, uint32_t max_exp)
 {
-    uint32_t r = rnd_u32(c);
+    uint32_t r = kq_u32(c);
     uint16_t sign = positive ? 0 : (uint16_t)((r & 1u) << 15);
     uint16_t man = (uint16_t)((r >> 1) & 0x3ffu);
     uint16_t exp = (r >> 11) % 8 == 0 ? 0 : (uint16_t)(1 + (r >> 14) % max_exp);   /* biased 1..max_exp */
     return (uint16_t)(sign | (exp << 10) | man);
 }
 
-/* Offsets of the f16 fields in a block (-1: none). */
-static void f16_fields(dp_dtype t, int *a, int *b)
-{
-    *a = 0, *b = -1;
-    if (t == DP_Q4_1 || t == DP_Q5_1 || t == DP_Q4_K || t == DP_Q5_K) *b = 2;
-    if (t == DP_Q6_K) *a = 208;
-}
-
-/* Largest biased f16 exponent of a scale that keeps every dequantised |w| below about 1 (the largest code
-** times sub-scale: Q8_0 128, Q4_0 8, Q5_0 16, Q4_1 15, Q5_1 31, Q4_K 63 * 15, Q5_K 63 * 31, Q6_K 128 * 32),
-** so that matmul sums have |x w| <= 1 terms as in test_k_matmul.c and its tolerance means the same here. */
-static uint32_t unit_exp(dp_dtype t)
-{
-    switch (t) {
-    case DP_Q8_0: return 7;
-    case DP_Q4_0: return 11;
-    case DP_Q4_1: return 10;
-    case DP_Q5_0: return 10;
-    case DP_Q5_1: return 9;
-    case DP_Q4_K: return 4;
-    case DP_Q5_K: return 3;
-    default: return 2;   /* Q6_K */
-    }
-}
-
 /* n_blocks random blocks of type t: random code bytes, random finite scales with biased exponent <= max_exp
-** (13 for the dequantisation tests: up to 2^-2; unit_exp(t) for the matmul tests). */
+** (13 for the dequantisation tests: up to 2^-2; kq_unit_exp(t) for the matmul tests). Unlike kq_random_blocks,
+** one scale in eight is subnormal and the 32-element types' scales take either sign. */
 static uint8_t *random_blocks(kg_ctx *c, dp_dtype t, uint64_t n_blocks, uint32_t max_exp)
 {
     const uint32_t bs = dp_dtype_get(t)->type_size;
-    uint8_t *b = malloc(n_blocks * bs);
-    assert_non_null(b);
-    for (uint64_t i = 0; i < n_blocks * bs; i++) b[i] = (uint8_t)rnd_u32(c);
+    uint8_t *b = kq_random_bytes(c, n_blocks * bs);
     int fa, fb;
-    f16_fields(t, &fa, &fb);
+    kq_f16_fields(t, &fa, &fb);
     for (uint64_t i = 0; i < n_blocks; i++) {
         uint8_t *blk = b + i * bs;
         /* K-quant d and dmin are positive in practice (dmin multiplies a non-negative min); others any sign */
@@ -109,64 +62,23 @@ static uint8_t *random_blocks(kg_ctx *c, dp_dtype t, uint64_t n_blocks, uint32_t
     return b;
 }
 
-/* A device tensor [rows, cols] of quant type t holding the raw blocks. */
+/* A device tensor [rows, cols] of quant type t holding the raw (row_wise) blocks. */
 static dp_gtensor *upload_blocks(kg_ctx *c, dp_dtype t, const void *blocks, uint64_t rows, uint64_t cols)
 {
-    dp_gtensor *g = NULL;
-    dp_err e = {0};
-    uint64_t shape[2] = {rows, cols};
-    if (dp_gtensor_create(c->dev, t, 2, shape, &g, &e) != DP_OK) fail_msg("create %s: %s", dp_dtype_name(t), e.msg);
-    if (dp_gtensor_upload(g, 0, blocks, g->bytes, &e) != DP_OK) fail_msg("upload: %s", e.msg);
-    return g;
+    return kq_upload_layout(c, t, blocks, rows, cols, DP_QLAYOUT_ROW);
 }
 
 /* GPU dequantisation of n elements of blocks (type t) vs the CPU's, f32 and f16 outputs. */
 static void check_dequant(kg_ctx *c, dp_dtype t, const void *blocks, uint64_t n, const char *what)
 {
     const uint32_t qk = dp_dtype_get(t)->block;
-    float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
-    uint16_t *got16 = malloc(n * 2);
-    assert_true(ref && got && got16);
+    float *ref = malloc(n * sizeof(float));
+    assert_non_null(ref);
     assert_int_equal(dp_quant_dequantize_row(t, blocks, ref, (int64_t)n), DP_OK);
     dp_gtensor *w = upload_blocks(c, t, blocks, n / qk, qk);
-    dp_err e = {0};
-    for (int f32 = 0; f32 < 2; f32++) {
-        const char *defs[2] = {qdefine(t), "DP_DQ_F32"};
-        dp_kernel *k = kg_kernel(c, "quant/dequant.comp", defs, f32 ? 2 : 1, 64);
-        dp_gtensor *y = NULL;
-        uint64_t shape[1] = {n};
-        if (dp_gtensor_create(c->dev, f32 ? DP_F32 : DP_F16, 1, shape, &y, &e) != DP_OK) fail_msg("%s", e.msg);
-        dp_dispatch d;
-        dp_dispatch_init(&d, k);
-        dp_dispatch_tensor(&d, "w", w);
-        dp_dispatch_tensor(&d, "y", y);
-        dp_dispatch_u32(&d, "n", (uint32_t)n);
-        dp_dispatch_u32(&d, "K", (uint32_t)n);   /* one row: the blocks end to end */
-        dp_dispatch_u32(&d, "row_blocks", 0);
-        uint32_t gx, gy;
-        kg_groups_1d(n / 8, 64, &gx, &gy);
-        kg_run(c, &d, gx, gy, 1);
-        if (f32) {
-            kg_download(y, got, n);
-            for (uint64_t i = 0; i < n; i++)
-                if (!(got[i] == ref[i]))
-                    fail_msg("%s %s f32: element %llu = %.9g, CPU %.9g", what, dp_dtype_name(t), (unsigned long long)i,
-                             got[i], ref[i]);
-        } else {
-            if (dp_gtensor_download(y, 0, got16, n * 2, &e) != DP_OK) fail_msg("%s", e.msg);
-            for (uint64_t i = 0; i < n; i++) {
-                uint16_t want = dp_f32_to_f16(ref[i]);
-                /* +0 and -0 are the same value: the sign of a zero product is all that may differ */
-                const bool both_zero = ((got16[i] | want) & 0x7fffu) == 0;
-                if (got16[i] != want && !both_zero)
-                    fail_msg("%s %s f16: element %llu = 0x%04x, CPU 0x%04x (%.9g)", what, dp_dtype_name(t),
-                             (unsigned long long)i, got16[i], want, ref[i]);
-            }
-        }
-        dp_gtensor_release(y);
-    }
+    kq_check_dequant(c, t, DP_QLAYOUT_ROW, w, (uint32_t)n, 0, ref, n, what);   /* one row: blocks end to end */
     dp_gtensor_release(w);
-    free(ref); free(got); free(got16);
+    free(ref);
 }
 
 static void test_dequant_random(void **state)
@@ -230,15 +142,6 @@ static void test_dequant_fixtures(void **state)
 
 /* ---- fused matrix kernels ---------------------------------------------------------------------------- */
 
-/* Allowed |gpu - ref| for an output whose f64 reference is y (see test_k_matmul.c's tol()): 1e-4 relative
-** (floored at 1) covers any f32 summation order over these K; an f16 output adds its rounding, one f16 ulp
-** (2^-10 relative, allowing round-toward-zero conversion). */
-static double tol(bool out_f16, double y)
-{
-    double a = fabs(y), b = 1e-4 * (a > 1.0 ? a : 1.0);
-    return out_f16 ? b + 1e-3 * a : b;
-}
-
 typedef struct mm_case {
     bool gemm;
     uint32_t T, N, K;
@@ -250,71 +153,21 @@ static void run_mm(kg_ctx *c, dp_dtype t, const uint8_t *blocks, const mm_case *
 {
     const uint32_t T = mc->T, N = mc->N, K = mc->K;
     const dp_dtype adt = act_f16 ? DP_F16 : DP_F32;
-    const bool out_f16 = act_f16 && !mc->out_f32;
     float *x = malloc(sizeof(float) * T * K), *w = malloc(sizeof(float) * N * K), *b = malloc(sizeof(float) * N);
-    float *got = malloc(sizeof(float) * T * N);
-    double *ref = malloc(sizeof(double) * T * N);
-    assert_true(x && w && b && got && ref);
+    assert_true(x && w && b);
     assert_int_equal(dp_quant_dequantize_row(t, blocks, w, (int64_t)N * K), DP_OK);
     kg_fill(c, x, (uint64_t)T * K, 1.0f);
     kg_fill(c, b, N, 1.0f);
     kg_round(x, adt, (uint64_t)T * K);
-    for (uint32_t i = 0; i < T; i++)
-        for (uint32_t n = 0; n < N; n++) {
-            double s = mc->bias ? b[n] : 0.0;
-            for (uint32_t k = 0; k < K; k++) s += (double)x[(uint64_t)i * K + k] * w[(uint64_t)n * K + k];
-            ref[(uint64_t)i * N + n] = s;
-        }
-
-    dp_gtensor *tx = kg_upload(c, adt, x, (uint64_t)T * K), *tb = kg_upload(c, DP_F32, b, N);
     dp_gtensor *tw = upload_blocks(c, t, blocks, N, K);
-    dp_gtensor *ty = NULL;
-    dp_err e = {0};
-    uint64_t shape[1] = {(uint64_t)T * N};
-    if (dp_gtensor_create(c->dev, out_f16 ? DP_F16 : DP_F32, 1, shape, &ty, &e) != DP_OK) fail_msg("%s", e.msg);
-
-    const char *defs[4];
-    uint32_t nd = 0;
-    defs[nd++] = qdefine(t);
-    if (act_f16) defs[nd++] = "DP_ACT_F16";
-    if (mc->bias) defs[nd++] = "DP_BIAS";
-    if (mc->out_f32) defs[nd++] = "DP_OUT_F32";
-    const uint32_t tt = T < 4 ? T : 4;
-    dp_kconst gemv_c[3] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}};
-    const char *file = mc->gemm ? "matmul/gemm_q.comp" : "matmul/gemv_q.comp";
-    dp_kernel_desc kd = {.file = file, .defines = defs, .n_defines = nd,
-                         .constants = mc->gemm ? NULL : gemv_c, .n_constants = mc->gemm ? 0 : 3};
-    dp_kernel *k = NULL;
-    if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel %s: %s", file, e.msg);
-    dp_dispatch d;
-    dp_dispatch_init(&d, k);
-    dp_dispatch_tensor(&d, "x", tx);
-    dp_dispatch_tensor(&d, "w", tw);
-    dp_dispatch_tensor(&d, "y", ty);
-    if (mc->bias) dp_dispatch_tensor(&d, "bias", tb);
-    dp_dispatch_u32(&d, "T", T);
-    dp_dispatch_u32(&d, "N", N);
-    dp_dispatch_u32(&d, "K", K);
-    dp_dispatch_u32(&d, "x_stride", 0);
-    dp_dispatch_u32(&d, "y_stride", 0);
-    dp_dispatch_u32(&d, "w_row_blocks", 0);
-    if (mc->gemm) kg_run(c, &d, (N + 63) / 64, (T + 63) / 64, 1);
-    else kg_run(c, &d, (N + 3) / 4, (T + tt - 1) / tt, 1);
-    kg_download(ty, got, (uint64_t)T * N);
-
-    double worst = 0.0;
-    for (uint64_t i = 0; i < (uint64_t)T * N; i++) {
-        const double r = ref[i], diff = fabs((double)got[i] - r), tl = tol(out_f16, r);
-        if (!(diff <= tl))
-            fail_msg("%s %s %s act=%s T=%u N=%u K=%u: y[%llu, %llu] = %.7g, ref %.7g (diff %.3g > %.3g)", what, file,
-                     dp_dtype_name(t), dp_dtype_name(adt), T, N, K, (unsigned long long)(i / N),
-                     (unsigned long long)(i % N), got[i], r, diff, tl);
-        if (diff / tl > worst) worst = diff / tl;
-    }
+    const kq_mm m = {.gemm = mc->gemm, .T = T, .N = N, .K = K, .act_f16 = act_f16, .out_f32 = mc->out_f32,
+                     .bias = mc->bias ? b : NULL, .layout = DP_QLAYOUT_ROW};
+    const double worst = kq_check_mm(c, t, &m, x, w, tw, what);
     print_message("  %-5s %-18s %-5s act=%s T=%-2u N=%-3u K=%-4u bias=%d out_f32=%d: worst err/tol %.3f\n", what,
-                  file + 7, dp_dtype_name(t), dp_dtype_name(adt), T, N, K, mc->bias, mc->out_f32, worst);
-    dp_gtensor_release(tx); dp_gtensor_release(tb); dp_gtensor_release(tw); dp_gtensor_release(ty);
-    free(x); free(w); free(b); free(got); free(ref);
+                  mc->gemm ? "gemm_q.comp" : "gemv_q.comp", dp_dtype_name(t), dp_dtype_name(adt), T, N, K, mc->bias,
+                  mc->out_f32, worst);
+    dp_gtensor_release(tw);
+    free(x); free(w); free(b);
 }
 
 static void run_random_mm(kg_ctx *c, const mm_case *cases, size_t n_cases)
@@ -327,7 +180,7 @@ static void run_random_mm(kg_ctx *c, const mm_case *cases, size_t n_cases)
             /* K-quant rows are whole 256-blocks: 1152 and 1120 become 256 and 2304 */
             if (kq && mc.K % 256) mc.K = mc.K == 1152 ? 2304 : 256;
             const uint64_t nb = (uint64_t)mc.N * mc.K / dp_dtype_get(t)->block;
-            uint8_t *blocks = random_blocks(c, t, nb, unit_exp(t));
+            uint8_t *blocks = random_blocks(c, t, nb, kq_unit_exp(t));
             for (int a = 0; a < 2; a++) run_mm(c, t, blocks, &mc, a != 0, "random");
             free(blocks);
         }
@@ -346,14 +199,14 @@ static void test_gemv_q(void **state)
 }
 
 /* gemv_q.comp with DP_GLU: y = act(x · Wgᵀ) * (x · Wuᵀ) with Wg, Wu blocks of type t, against f64 sums over
-** the CPU-dequantised weights. Each f32 sum is within e(v) = 1e-4 max(1, |v|) (tol above); then
+** the CPU-dequantised weights. Each f32 sum is within e(v) = 1e-4 max(1, |v|) (kq_tol); then
 ** |dy| <= |act'(g)| e(g) |u| + |act(g)| e(u), |act'| <= 1.2 for gelu_tanh and silu, plus a few ulps of the
 ** activation's f32 evaluation (1e-5 |y|); an f16 output adds one f16 rounding (1e-3 |y|). */
 static void run_glu_q(kg_ctx *c, dp_dtype t, uint32_t T, uint32_t N, uint32_t K, dp_glu_kind kind, bool act_f16)
 {
     const dp_dtype adt = act_f16 ? DP_F16 : DP_F32;
     const uint64_t nb = (uint64_t)N * K / dp_dtype_get(t)->block;
-    uint8_t *bg = random_blocks(c, t, nb, unit_exp(t)), *bu = random_blocks(c, t, nb, unit_exp(t));
+    uint8_t *bg = random_blocks(c, t, nb, kq_unit_exp(t)), *bu = random_blocks(c, t, nb, kq_unit_exp(t));
     float *x = malloc(sizeof(float) * T * K), *wg = malloc(sizeof(float) * N * K), *wu = malloc(sizeof(float) * N * K);
     float *got = malloc(sizeof(float) * T * N);
     assert_true(bg && bu && x && wg && wu && got);
@@ -367,7 +220,7 @@ static void run_glu_q(kg_ctx *c, dp_dtype t, uint32_t T, uint32_t N, uint32_t K,
     dp_err e = {0};
     uint64_t shape[1] = {(uint64_t)T * N};
     if (dp_gtensor_create(c->dev, adt, 1, shape, &ty, &e) != DP_OK) fail_msg("%s", e.msg);
-    const char *defs[3] = {qdefine(t), "DP_GLU", "DP_ACT_F16"};
+    const char *defs[3] = {kq_qdefine(t), "DP_GLU", "DP_ACT_F16"};
     const uint32_t tt = T < 4 ? T : 4;
     dp_kconst kc[3] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}};
     dp_kernel_desc kd = {.file = "matmul/gemv_q.comp", .defines = defs, .n_defines = act_f16 ? 3 : 2,

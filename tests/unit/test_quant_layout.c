@@ -28,24 +28,11 @@
 #include "core/quant.h"
 #include "core/quant_layout.h"
 #include "k_gpu.h"
+#include "k_quant.h"
 
 static const dp_dtype TYPES[] = {DP_Q8_0, DP_Q4_0, DP_Q4_1, DP_Q5_0, DP_Q5_1, DP_Q4_K, DP_Q5_K, DP_Q6_K};
 static const dp_dtype MATMUL_TYPES[] = {DP_Q8_0, DP_Q5_0, DP_Q4_K, DP_Q5_K, DP_Q6_K};
 static const dp_qlayout LAYOUTS[] = {DP_QLAYOUT_COL, DP_QLAYOUT_FLAT};
-
-static uint32_t rnd_u32(kg_ctx *c)
-{
-    c->rng = c->rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(c->rng >> 32);
-}
-
-static uint8_t *random_bytes(kg_ctx *c, size_t n)
-{
-    uint8_t *b = malloc(n);
-    assert_non_null(b);
-    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)rnd_u32(c);
-    return b;
-}
 
 static size_t qbytes(dp_dtype t, uint64_t rows, uint64_t cols)
 {
@@ -65,7 +52,7 @@ static void test_round_trip(void **state)
                 const uint64_t rows = shapes[si][0], cols = shapes[si][1];
                 if (cols % dp_dtype_get(t)->block) continue;
                 const size_t n = qbytes(t, rows, cols);
-                uint8_t *src = random_bytes(c, n), *mid = malloc(n), *back = malloc(n);
+                uint8_t *src = kq_random_bytes(c, n), *mid = malloc(n), *back = malloc(n);
                 assert_true(mid && back);
                 dp_err e = {0};
                 assert_int_equal(dp_qlayout_pack(t, rows, cols, (dp_qlayout)l, src, mid, &e), DP_OK);
@@ -91,7 +78,7 @@ static void test_placement(void **state)
     {
         const uint64_t N = 5, K = 96, nb = 3, qb = 34;
         const size_t n = qbytes(DP_Q8_0, N, K);
-        uint8_t *src = random_bytes(c, n), *col = malloc(n);
+        uint8_t *src = kq_random_bytes(c, n), *col = malloc(n);
         assert_non_null(col);
         assert_int_equal(dp_qlayout_pack(DP_Q8_0, N, K, DP_QLAYOUT_COL, src, col, &e), DP_OK);
         for (uint64_t r = 0; r < N; r++)
@@ -102,7 +89,7 @@ static void test_placement(void **state)
     {
         const uint64_t blocks = 6;
         const size_t n = qbytes(DP_Q4_K, 3, 512);
-        uint8_t *src = random_bytes(c, n), *flat = malloc(n);
+        uint8_t *src = kq_random_bytes(c, n), *flat = malloc(n);
         assert_non_null(flat);
         assert_int_equal(dp_qlayout_pack(DP_Q4_K, 3, 512, DP_QLAYOUT_FLAT, src, flat, &e), DP_OK);
         for (uint64_t i = 0; i < blocks; i++) {
@@ -115,7 +102,7 @@ static void test_placement(void **state)
     {
         const uint64_t blocks = 2;
         const size_t n = qbytes(DP_Q6_K, 2, 256);
-        uint8_t *src = random_bytes(c, n), *flat = malloc(n);
+        uint8_t *src = kq_random_bytes(c, n), *flat = malloc(n);
         assert_non_null(flat);
         assert_int_equal(dp_qlayout_pack(DP_Q6_K, 2, 256, DP_QLAYOUT_FLAT, src, flat, &e), DP_OK);
         for (uint64_t i = 0; i < blocks; i++) {
@@ -186,7 +173,7 @@ static void test_cache(void **state)
     snprintf(cdir, sizeof cdir, "%s.doppler-cache", model);
     write_file(model, "pretend model");
     const size_t n = qbytes(DP_Q4_K, 3, 512);
-    uint8_t *data = random_bytes(c, n), *got = malloc(n);
+    uint8_t *data = kq_random_bytes(c, n), *got = malloc(n);
     assert_non_null(got);
 
     assert_false(dp_qlayout_cache_load(model, NULL, "w", DP_Q4_K, 3, 512, DP_QLAYOUT_FLAT, got, n));   /* empty */
@@ -235,119 +222,18 @@ static void test_cache(void **state)
 
 /* ---- GPU ---------------------------------------------------------------------------------------------------- */
 
-static const char *qdefine(dp_dtype t)
-{
-    switch (t) {
-    case DP_Q8_0: return "DP_Q_Q8_0";
-    case DP_Q4_0: return "DP_Q_Q4_0";
-    case DP_Q4_1: return "DP_Q_Q4_1";
-    case DP_Q5_0: return "DP_Q_Q5_0";
-    case DP_Q5_1: return "DP_Q_Q5_1";
-    case DP_Q4_K: return "DP_Q_Q4_K";
-    case DP_Q5_K: return "DP_Q_Q5_K";
-    case DP_Q6_K: return "DP_Q_Q6_K";
-    default: fail_msg("no GPU kernel for %s", dp_dtype_name(t));
-    }
-    return NULL;
-}
-
-static const char *ldefine(dp_qlayout l) { return l == DP_QLAYOUT_COL ? "DP_LAYOUT_COL" : "DP_LAYOUT_FLAT"; }
-
-/* Random blocks with finite scales (biased f16 exponent 1..max_exp, positive), so values and sums stay finite
-** and of moderate size: test_k_quant.c covers subnormal and signed scales; here only the addressing varies. */
-static uint8_t *random_blocks(kg_ctx *c, dp_dtype t, uint64_t n_blocks, uint32_t max_exp)
-{
-    const uint32_t bs = dp_dtype_get(t)->type_size;
-    uint8_t *b = random_bytes(c, n_blocks * bs);
-    int fa = t == DP_Q6_K ? 208 : 0, fb = (t == DP_Q4_1 || t == DP_Q5_1 || t == DP_Q4_K || t == DP_Q5_K) ? 2 : -1;
-    for (uint64_t i = 0; i < n_blocks; i++) {
-        uint8_t *blk = b + i * bs;
-        for (int f = 0; f < 2; f++) {
-            int at = f ? fb : fa;
-            if (at < 0) continue;
-            uint32_t r = rnd_u32(c);
-            uint16_t h = (uint16_t)(((1 + r % max_exp) << 10) | ((r >> 8) & 0x3ffu));
-            blk[at] = (uint8_t)h, blk[at + 1] = (uint8_t)(h >> 8);
-        }
-    }
-    return b;
-}
-
-/* The largest biased exponent keeping |w| <= about 1 (test_k_quant.c's unit_exp). */
-static uint32_t unit_exp(dp_dtype t)
-{
-    switch (t) {
-    case DP_Q8_0: return 7;
-    case DP_Q5_0: return 10;
-    case DP_Q4_K: return 4;
-    case DP_Q5_K: return 3;
-    default: return 2;
-    }
-}
-
-/* A device tensor [rows, cols] of type t holding row_wise blocks repacked into layout l. */
-static dp_gtensor *upload_layout(kg_ctx *c, dp_dtype t, const uint8_t *rowwise, uint64_t rows, uint64_t cols,
-                                 dp_qlayout l)
-{
-    const size_t n = qbytes(t, rows, cols);
-    uint8_t *packed = malloc(n);
-    assert_non_null(packed);
-    dp_err e = {0};
-    if (dp_qlayout_pack(t, rows, cols, l, rowwise, packed, &e) != DP_OK) fail_msg("pack: %s", e.msg);
-    dp_gtensor *g = NULL;
-    uint64_t shape[2] = {rows, cols};
-    if (dp_gtensor_create(c->dev, t, 2, shape, &g, &e) != DP_OK) fail_msg("create: %s", e.msg);
-    if (dp_gtensor_upload(g, 0, packed, g->bytes, &e) != DP_OK) fail_msg("upload: %s", e.msg);
-    free(packed);
-    return g;
-}
-
 /* dequant.comp on W (row_wise blocks, [N, K]) stored in layout l == the CPU's dequantisation, bit for bit. */
 static void check_dequant(kg_ctx *c, dp_dtype t, const uint8_t *blocks, uint64_t N, uint64_t K, dp_qlayout l,
                           const char *what)
 {
     const uint64_t n = N * K;
-    float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
-    uint16_t *got16 = malloc(n * 2);
-    assert_true(ref && got && got16);
+    float *ref = malloc(n * sizeof(float));
+    assert_non_null(ref);
     assert_int_equal(dp_quant_dequantize_row(t, blocks, ref, (int64_t)n), DP_OK);
-    dp_gtensor *w = upload_layout(c, t, blocks, N, K, l);
-    dp_err e = {0};
-    for (int f32 = 0; f32 < 2; f32++) {
-        const char *defs[3] = {qdefine(t), ldefine(l), "DP_DQ_F32"};
-        dp_kernel *k = kg_kernel(c, "quant/dequant.comp", defs, f32 ? 3 : 2, 64);
-        dp_gtensor *y = NULL;
-        uint64_t shape[1] = {n};
-        if (dp_gtensor_create(c->dev, f32 ? DP_F32 : DP_F16, 1, shape, &y, &e) != DP_OK) fail_msg("%s", e.msg);
-        dp_dispatch d;
-        dp_dispatch_init(&d, k);
-        dp_dispatch_tensor(&d, "w", w);
-        dp_dispatch_tensor(&d, "y", y);
-        dp_dispatch_u32(&d, "n", (uint32_t)n);
-        dp_dispatch_u32(&d, "K", (uint32_t)K);
-        dp_dispatch_u32(&d, "row_blocks", 0);
-        uint32_t gx, gy;
-        kg_groups_1d(n / 8, 64, &gx, &gy);
-        kg_run(c, &d, gx, gy, 1);
-        if (f32) {
-            kg_download(y, got, n);
-            for (uint64_t i = 0; i < n; i++)
-                if (memcmp(&got[i], &ref[i], 4) != 0 && !(got[i] == 0.0f && ref[i] == 0.0f))
-                    fail_msg("%s %s %s f32: element %llu = %.9g, CPU %.9g", what, dp_dtype_name(t),
-                             dp_qlayout_name(l), (unsigned long long)i, got[i], ref[i]);
-        } else {
-            if (dp_gtensor_download(y, 0, got16, n * 2, &e) != DP_OK) fail_msg("%s", e.msg);
-            for (uint64_t i = 0; i < n; i++) {
-                uint16_t want = dp_f32_to_f16(ref[i]);
-                if (got16[i] != want && ((got16[i] | want) & 0x7fffu) != 0)
-                    fail_msg("%s %s %s f16: element %llu = 0x%04x, CPU 0x%04x", what, dp_dtype_name(t),
-                             dp_qlayout_name(l), (unsigned long long)i, got16[i], want);
-            }
-        }
-        dp_gtensor_release(y);
-    }
+    dp_gtensor *w = kq_upload_layout(c, t, blocks, N, K, l);
+    kq_check_dequant(c, t, l, w, (uint32_t)K, 0, ref, n, what);
     dp_gtensor_release(w);
-    free(ref); free(got); free(got16);
+    free(ref);
 }
 
 static void test_dequant_layouts(void **state)
@@ -357,7 +243,7 @@ static void test_dequant_layouts(void **state)
         for (size_t li = 0; li < DP_ARRAY_LEN(LAYOUTS); li++) {
             const dp_dtype t = TYPES[ti];
             const uint64_t N = 13, K = 2304;
-            uint8_t *b = random_blocks(c, t, N * K / dp_dtype_get(t)->block, 13);
+            uint8_t *b = kq_random_blocks(c, t, N * K / dp_dtype_get(t)->block, 13);
             check_dequant(c, t, b, N, K, LAYOUTS[li], "random");
             free(b);
         }
@@ -365,68 +251,21 @@ static void test_dequant_layouts(void **state)
     assert_int_equal(dp_device_validation_count(c->dev), 0);
 }
 
-/* Allowed |gpu - ref| for an f64 reference y (test_k_quant.c's tol for f32 outputs). */
-static double tol(double y)
-{
-    double a = fabs(y);
-    return 1e-4 * (a > 1.0 ? a : 1.0);
-}
-
 /* y = x · Wᵀ (f32 activations and output) with W in layout l, gemv_q or gemm_q, against f64 on the CPU's W. */
 static void run_mm(kg_ctx *c, dp_dtype t, const uint8_t *blocks, bool gemm, uint32_t T, uint32_t N, uint32_t K,
                    dp_qlayout l, const char *what)
 {
-    float *x = malloc(sizeof(float) * T * K), *w = malloc(sizeof(float) * N * K), *got = malloc(sizeof(float) * T * N);
-    double *ref = malloc(sizeof(double) * T * N);
-    assert_true(x && w && got && ref);
+    float *x = malloc(sizeof(float) * T * K), *w = malloc(sizeof(float) * N * K);
+    assert_true(x && w);
     assert_int_equal(dp_quant_dequantize_row(t, blocks, w, (int64_t)N * K), DP_OK);
     kg_fill(c, x, (uint64_t)T * K, 1.0f);
-    for (uint32_t i = 0; i < T; i++)
-        for (uint32_t n = 0; n < N; n++) {
-            double s = 0.0;
-            for (uint32_t k = 0; k < K; k++) s += (double)x[(uint64_t)i * K + k] * w[(uint64_t)n * K + k];
-            ref[(uint64_t)i * N + n] = s;
-        }
-    dp_gtensor *tx = kg_upload(c, DP_F32, x, (uint64_t)T * K), *tw = upload_layout(c, t, blocks, N, K, l);
-    dp_gtensor *ty = NULL;
-    dp_err e = {0};
-    uint64_t shape[1] = {(uint64_t)T * N};
-    if (dp_gtensor_create(c->dev, DP_F32, 1, shape, &ty, &e) != DP_OK) fail_msg("%s", e.msg);
-    const char *defs[2] = {qdefine(t), ldefine(l)};
-    const uint32_t tt = T < 4 ? T : 4;
-    dp_kconst gemv_c[3] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}};
-    const char *file = gemm ? "matmul/gemm_q.comp" : "matmul/gemv_q.comp";
-    dp_kernel_desc kd = {.file = file, .defines = defs, .n_defines = 2,
-                         .constants = gemm ? NULL : gemv_c, .n_constants = gemm ? 0 : 3};
-    dp_kernel *k = NULL;
-    if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel %s: %s", file, e.msg);
-    dp_dispatch d;
-    dp_dispatch_init(&d, k);
-    dp_dispatch_tensor(&d, "x", tx);
-    dp_dispatch_tensor(&d, "w", tw);
-    dp_dispatch_tensor(&d, "y", ty);
-    dp_dispatch_u32(&d, "T", T);
-    dp_dispatch_u32(&d, "N", N);
-    dp_dispatch_u32(&d, "K", K);
-    dp_dispatch_u32(&d, "x_stride", 0);
-    dp_dispatch_u32(&d, "y_stride", 0);
-    dp_dispatch_u32(&d, "w_row_blocks", 0);
-    if (gemm) kg_run(c, &d, (N + 63) / 64, (T + 63) / 64, 1);
-    else kg_run(c, &d, (N + 3) / 4, (T + tt - 1) / tt, 1);
-    kg_download(ty, got, (uint64_t)T * N);
-    double worst = 0.0;
-    for (uint64_t i = 0; i < (uint64_t)T * N; i++) {
-        const double diff = fabs((double)got[i] - ref[i]), tl = tol(ref[i]);
-        if (!(diff <= tl))
-            fail_msg("%s %s %s %s T=%u N=%u K=%u: y[%llu, %llu] = %.7g, ref %.7g (diff %.3g > %.3g)", what, file,
-                     dp_dtype_name(t), dp_qlayout_name(l), T, N, K, (unsigned long long)(i / N),
-                     (unsigned long long)(i % N), got[i], ref[i], diff, tl);
-        if (diff / tl > worst) worst = diff / tl;
-    }
-    print_message("  %-6s %-11s %-5s %-11s T=%-2u N=%-3u K=%-4u: worst err/tol %.3f\n", what, file + 7,
-                  dp_dtype_name(t), dp_qlayout_name(l), T, N, K, worst);
-    dp_gtensor_release(tx); dp_gtensor_release(tw); dp_gtensor_release(ty);
-    free(x); free(w); free(got); free(ref);
+    dp_gtensor *tw = kq_upload_layout(c, t, blocks, N, K, l);
+    const kq_mm m = {.gemm = gemm, .T = T, .N = N, .K = K, .layout = l};
+    const double worst = kq_check_mm(c, t, &m, x, w, tw, what);
+    print_message("  %-6s %-11s %-5s %-11s T=%-2u N=%-3u K=%-4u: worst err/tol %.3f\n", what,
+                  gemm ? "gemm_q.comp" : "gemv_q.comp", dp_dtype_name(t), dp_qlayout_name(l), T, N, K, worst);
+    dp_gtensor_release(tw);
+    free(x); free(w);
 }
 
 static void test_matmul_layouts(void **state)
@@ -440,7 +279,7 @@ static void test_matmul_layouts(void **state)
         for (size_t ci = 0; ci < DP_ARRAY_LEN(cases); ci++) {
             const dp_dtype t = MATMUL_TYPES[ti];
             const uint64_t nb = (uint64_t)cases[ci].N * cases[ci].K / dp_dtype_get(t)->block;
-            uint8_t *b = random_blocks(c, t, nb, unit_exp(t));
+            uint8_t *b = kq_random_blocks(c, t, nb, kq_unit_exp(t));
             for (size_t li = 0; li < DP_ARRAY_LEN(LAYOUTS); li++)
                 run_mm(c, t, b, cases[ci].gemm, cases[ci].T, cases[ci].N, cases[ci].K, LAYOUTS[li], "random");
             free(b);
