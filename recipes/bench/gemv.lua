@@ -465,11 +465,19 @@ local function main(argv)
             xs[key] = xv
           end
           c.xv = xs[key]
-          local row = run_case(dev, o, c, h, ws_cache, caps)
+          local okc, row = pcall(run_case, dev, o, c, h, ws_cache, caps)
+          if not okc then   -- e.g. a swept gemv_wg * gemv_rows the kernel cannot take: the other cases still run
+            row = { op = c.op, name = c.name, dtype = dtype, N = N, K = K, T = T, act = c.act,
+                    error = (tostring(row):gsub("^[^:\n]*%.lua:%d+: ", "")) }
+          end
           row.hints = {}
           for k, v in pairs(h.values) do if h.sources[k] ~= "default" then row.hints[k] = v end end
           row.device, row.driver, row.label, row.seed = caps.name, caps.driver, o.label, o.seed
-          if row.check_failed then
+          if row.error then
+            failed[#failed + 1] = ("%s %s %dx%d T=%d (%s): %s"):format(row.op, dtype, N, K, T,
+              lib.hints_text(row.hints), row.error)
+            io.stderr:write("gemv: ", failed[#failed], "\n")
+          elseif row.check_failed then
             failed[#failed + 1] = ("%s %s %dx%d T=%d (%s): check %.3g exceeds %.3g at %s"):format(
               row.op, row.dtype, N, K, T, lib.hints_text(row.hints), row.check, row.check_tol, row.check_failed)
             io.stderr:write("gemv: ", failed[#failed], "\n")
@@ -484,7 +492,8 @@ local function main(argv)
   end
   if o.table then print_table(rows) end
   if #failed > 0 then
-    error(("%d case(s) differ from the CPU reference beyond the tolerance (see above): a wrong kernel variant?"):format(#failed), 0)
+    error(("%d case(s) failed (see above): an error, or an output that differs from the CPU reference beyond "
+           .. "the tolerance (a wrong kernel variant?)"):format(#failed), 0)
   end
 end
 
