@@ -137,7 +137,7 @@ check.case("the check fails the run when the output is off by more than the tole
   local ok, out, e = check.run({ "recipes/bench/gemv.lua", "--shape", "32,256", "--dtype", "q4_k", "--iters", "1",
                                  "--copies", "1", "--tol", "1e-12" })
   check.truthy(not ok, "exit status")
-  check.truthy(e:match("check [%d.e%-]+ exceeds 1e%-12 at token 0 row %d+: got") and e:match("differ from the CPU reference"),
+  check.truthy(e:match("check [%d.e%-]+ exceeds 1e%-12 at token 0 row %d+: got") and e:match("differs from the CPU reference"),
                "message: " .. e)
   local r = json_lines(out)[1]
   check.truthy(r and r.check_failed and r.us_per_call_wall == nil, "the line notes the failure, no timing")
