@@ -483,6 +483,7 @@ local function main(argv)
             io.stderr:write("gemv: ", failed[#failed], "\n")
           end
           if o.table then rows[#rows + 1] = row else print(json.encode(row)); io.stdout:flush() end
+          collectgarbage()   -- the case's plans and recorders (Vulkan objects Lua's heap size does not show)
         end
       end
       ws_cache = nil
