@@ -35,6 +35,7 @@ local hints = require "doppler.hints"
 local Graph = require "doppler.graph"
 local plan = require "doppler.plan"
 local lower = require "doppler.lower"
+local profile = require "doppler.profile"
 local weights = require "doppler.weights"
 local lib = require "bench_lib"
 
@@ -60,7 +61,8 @@ local spec = {
       default = "f16" },
     { "--tokens", "LIST", "T, rows of x (comma-separated list)", default = "1" },
     { "--iters", "N", "timed calls", type = "int", default = 50, min = 1 },
-    { "--warmup", "N", "untimed calls (and replays) first", type = "int", default = 5, min = 0 },
+    { "--warmup", "N", "untimed calls (and replays) first (each copy's call at least once)", type = "int", default = 5,
+      min = 0 },
     { "--copies", "N|auto", "weight copies cycled through (auto: 256 MiB of weights, at most 64)", default = "auto" },
     { "--hint", "KEY=VALUE", "kernel hint (gemv_wg, gemv_rows, gemv_q_wg, gemv_q_rows, q_layout, q_matmul, ...)",
       repeat_ = true },
@@ -297,9 +299,8 @@ local function time_case(dev, o, calls, caps)
   dev:profile(true)
   local recs = {}
   for i = 1, C do recs[i] = record(dev, { calls[i] }) end
-  for i = 1, o.warmup do recs[(i - 1) % C + 1]:run() end
-  dev:profile(false)                 -- forgets the warm-up; the recordings keep their queries
-  dev:profile(true)
+  for i = 1, math.max(o.warmup, C) do recs[(i - 1) % C + 1]:run() end   -- each recording submitted once
+  profile.clear(dev)                 -- forgets the warm-up; the recordings keep their queries
   local us, prev = {}, 0
   for i = 1, o.iters do
     recs[(i - 1) % C + 1]:run()
