@@ -9,9 +9,16 @@
 //   DQU_PER_BLOCK      units per block: QK / 32 (1, or 8 for the K-quants)
 //   dqu_load(blk, u)   unit u (0 .. DQU_PER_BLOCK) of a block: codes and per-half (a, b), and
 //   dqu_k0(u, h)       the first element (within the block) of half h of unit u; the half covers 16 elements.
-//   dqu_codes(un, u, h, q)            the 16 codes of half h as floats
-//   dqu_half_acc(q, x, a, b, acc)     acc + a * sum(q * x) + b * sum(x), in one fixed order: gemv_q.comp and
+//   dqu_codes(un, u, h, q)            the 16 codes of half h as floats v = 1 + c / S in [1, 2) (see below)
+//   dqu_half_acc(q, x, a, b, acc)     acc + a * sum(v * x) + b * sum(x), in one fixed order: gemv_q.comp and
 //                                     fused/lm_head_q.comp both use it, so their logits agree bit for bit
+// Why v = 1 + c / S and not c: a code c of B bits (S = 2^B) ORed into the top of the mantissa of 1.0 IS the
+// float 1 + c / S, two integer operations (shift, mask-and-or) instead of an integer-to-float conversion,
+// which NVIDIA GPUs run at a quarter of the FMA rate (on the H100 the quantised LM head went 0.431 -> 0.384 ms
+// per token with it; the layer GEMVs, bound by memory latency, did not move: docs/BENCHMARKS.md, session 3). The affine map is folded into the unit's scales: value = a c + b with
+// c = S (v - 1) + C0 gives a * sum(c x) + b * sum(x) = (a S) sum(v x) + (b + a (C0 - S)) sum(x), so dqu_load
+// returns a' = a S and b' = b + a (C0 - S) (C0 = -128 for Q8_0's signed bytes, else 0). The cancellation
+// between the two terms costs about log2(S / mean c) ~ 1-2 bits of the f32 sum.
 //   dqu_cluster_sum(v, cw)            sum over cw consecutive lanes (a power of two <= the subgroup size) by
 //                                     shuffles, every lane getting the same value; the two kernels' reduction
 // Unit layouts (core/quant.c is the reference; MODEL_REFERENCE §4):
@@ -61,6 +68,31 @@ uint dqu_k0(uint u, uint h)
     const uint p = u >> 1, s = u & 1u;
     return 32u * (2u * p + h) + 16u * s;
 #endif
+}
+
+// 1 + c / 2^bits for a code c < 2^bits already placed at mantissa bit (23 - bits): no conversion instruction.
+float dqu_v(uint mant) { return uintBitsToFloat(0x3f800000u | mant); }
+
+#if defined(DP_Q_Q8_0)
+#define DQU_S 256.0
+#define DQU_C0 (-128.0)
+#elif defined(DP_Q_Q4_0) || defined(DP_Q_Q4_1) || defined(DP_Q_Q4_K)
+#define DQU_S 16.0
+#define DQU_C0 0.0
+#elif defined(DP_Q_Q5_0) || defined(DP_Q_Q5_1) || defined(DP_Q_Q5_K)
+#define DQU_S 32.0
+#define DQU_C0 0.0
+#elif defined(DP_Q_Q6_K)
+#define DQU_S 64.0
+#define DQU_C0 0.0
+#endif
+
+// The unit's per-half (a, b) for codes c, turned into (a', b') for the values v = 1 + c / S (header above).
+void dqu_fold(inout dq_unit r)
+{
+    const vec2 a = r.a;
+    r.a = a * DQU_S;
+    r.b = r.b + a * (DQU_C0 - DQU_S);
 }
 
 #if defined(DP_Q_Q4_K) || defined(DP_Q_Q5_K)
@@ -131,32 +163,51 @@ dq_unit dqu_load(dq_blk blk, uint u)
     r.a = vec2(d * float(s0), d * float(s1));
     r.b = -32.0 * r.a;
 #endif
+    dqu_fold(r);
     return r;
 }
 
-// The 16 codes of half h as floats.
+// The 16 codes of half h as v = 1 + c / S: each code's bits moved to the top of the mantissa of 1.0.
 void dqu_codes(dq_unit un, uint u, uint h, out float q[16])
 {
 #if defined(DP_Q_Q8_0)
-    const uvec4 w = h == 0u ? un.c0 : un.c1;
-    for (uint i = 0u; i < 16u; ++i) q[i] = float(bitfieldExtract(int(w[i >> 2]), int(8u * (i & 3u)), 8));
+    // signed byte e of word w: (byte ^ 0x80) = c + 128, 8 bits at mantissa bits 15..22
+    const uvec4 w = (h == 0u ? un.c0 : un.c1) ^ uvec4(0x80808080u);
+    for (uint i = 0u; i < 16u; ++i) {
+        const uint b = 8u * (i & 3u), x = w[i >> 2];
+        q[i] = dqu_v(b <= 15u ? (x << (15u - b)) & 0x7f8000u : (x >> (b - 15u)) & 0x7f8000u);
+    }
 #elif defined(DP_Q_Q4_0) || defined(DP_Q_Q4_1) || defined(DP_Q_Q4_K)
+    // nibble at bit 8e + 4h of the word, moved to mantissa bits 19..22
     const uint sh = 4u * h;
-    for (uint i = 0u; i < 16u; ++i) q[i] = float((un.c0[i >> 2] >> (8u * (i & 3u) + sh)) & 15u);
+    for (uint i = 0u; i < 16u; ++i) {
+        const uint b = 8u * (i & 3u) + sh, x = un.c0[i >> 2];
+        q[i] = dqu_v(b <= 19u ? (x << (19u - b)) & 0x780000u : (x >> (b - 19u)) & 0x780000u);
+    }
 #elif defined(DP_Q_Q5_0) || defined(DP_Q_Q5_1)
+    // nibble to mantissa bits 18..21, the fifth bit (bit i of hi) to bit 22
     const uint sh = 4u * h, hi = un.c1.x >> (16u * h);
-    for (uint i = 0u; i < 16u; ++i)
-        q[i] = float(((un.c0[i >> 2] >> (8u * (i & 3u) + sh)) & 15u) | (((hi >> i) & 1u) << 4));
+    for (uint i = 0u; i < 16u; ++i) {
+        const uint b = 8u * (i & 3u) + sh, x = un.c0[i >> 2];
+        const uint lo = b <= 18u ? (x << (18u - b)) & 0x3c0000u : (x >> (b - 18u)) & 0x3c0000u;
+        const uint top = i <= 22u ? (hi << (22u - i)) & 0x400000u : (hi >> (i - 22u)) & 0x400000u;
+        q[i] = dqu_v(lo | top);
+    }
 #elif defined(DP_Q_Q5_K)
     const uint sh = 4u * h, bit = 2u * (u >> 1) + h;
-    for (uint i = 0u; i < 16u; ++i)
-        q[i] = float(((un.c0[i >> 2] >> (8u * (i & 3u) + sh)) & 15u) |
-                     (((un.c1[i >> 2] >> (8u * (i & 3u) + bit)) & 1u) << 4));
+    for (uint i = 0u; i < 16u; ++i) {
+        const uint b = 8u * (i & 3u) + sh, x = un.c0[i >> 2];
+        const uint lo = b <= 18u ? (x << (18u - b)) & 0x3c0000u : (x >> (b - 18u)) & 0x3c0000u;
+        q[i] = dqu_v(lo | (((un.c1[i >> 2] >> (8u * (i & 3u) + bit)) & 1u) << 22));
+    }
 #elif defined(DP_Q_Q6_K)
+    // low nibble to mantissa bits 17..20, the two high bits to 21..22
     const uint sh = 4u * h, qd = ((u >> 1) & 1u) + 2u * h;
-    for (uint i = 0u; i < 16u; ++i)
-        q[i] = float(((un.c0[i >> 2] >> (8u * (i & 3u) + sh)) & 15u) |
-                     (((un.c1[i >> 2] >> (8u * (i & 3u) + 2u * qd)) & 3u) << 4));
+    for (uint i = 0u; i < 16u; ++i) {
+        const uint b = 8u * (i & 3u) + sh, x = un.c0[i >> 2];
+        const uint lo = b <= 17u ? (x << (17u - b)) & 0x1e0000u : (x >> (b - 17u)) & 0x1e0000u;
+        q[i] = dqu_v(lo | (((un.c1[i >> 2] >> (8u * (i & 3u) + 2u * qd)) & 3u) << 21));
+    }
 #endif
 }
 
