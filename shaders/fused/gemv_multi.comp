@@ -18,9 +18,6 @@
 // Spec constants: WG (default 128), ROWS (rows per workgroup, default 2), TT (tokens per workgroup, <= 4).
 //   Shared memory: 4 * NACC * WG bytes with NACC = ROWS * TT (x2 with DP_GLU).
 // Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16, DP_BIAS (default mode), DP_GLU.
-// Prenorm (fusion prenorm; shaders/include/dp_prenorm.glsl), as matmul/gemv.comp: DP_PRENORM_RMS | _ADD | _NAN
-//   (+ DP_NW_*), T = 1, spec constants GW, NL, KMAX, push members pn_*, TEAMS = WG / GW teams of ROWS rows per
-//   workgroup. The push block must fit 128 bytes: DP_BIAS with a prologue does not (the rule skips it).
 #include "dp_types.glsl"
 #include "dp_act.glsl"
 #extension GL_KHR_shader_subgroup_basic : require
@@ -30,8 +27,6 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG   = 128;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const uint TT   = 1;
-
-#include "dp_prenorm.glsl"
 
 #ifdef DP_GLU
 #define NW 2u                 // dot products per (row, token): gate and up
@@ -59,7 +54,6 @@ layout(push_constant) uniform Push {
     W_In    b2;
 #endif
 #endif
-    DP_PRENORM_PTRS
     uint T;
 #ifdef DP_GLU
     uint N;
@@ -73,7 +67,6 @@ layout(push_constant) uniform Push {
 #ifdef DP_GLU
     uint kind;
 #endif
-    DP_PRENORM_SCALARS
 } p;
 
 #ifdef DP_W_F32
@@ -137,10 +130,7 @@ uint which(uint n, out uint local_row)
 void main()
 {
     const uint tid = gl_LocalInvocationID.x;
-    const uint team = tid / GW, lt = tid - team * GW;   // TEAMS = 1 without a prologue: lt = tid
-    const uint nsg = gl_NumSubgroups / TEAMS;           // subgroups per team (GW is a multiple of their size)
-    const uint lsg = gl_SubgroupID - team * nsg;
-    const uint block = (gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z) * TEAMS + team;
+    const uint block = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z;
     const uint n0 = block * ROWS;
     const uint t0 = gl_WorkGroupID.y * TT;
 #ifdef DP_GLU
@@ -148,9 +138,7 @@ void main()
 #else
     const uint NR = p.N0 + p.N1 + p.N2;
 #endif
-#ifndef DP_PRENORM
     if (n0 >= NR || t0 >= p.T) return;             // uniform over the workgroup
-#endif                                             // (prologue: a team past the end computes clamped rows, stores none)
 
     const uint K  = p.K;
     const uint xs = p.x_stride != 0u ? p.x_stride : K;
@@ -181,37 +169,20 @@ void main()
     const bool x_vec_ok =
 #if defined(DP_ACT_F16) && defined(DP_W_F32)
         true;
-#elif defined(DP_PRENORM)
-        ((K * ACT_BYTES) & 15u) == 0u;              // the path the unfused kernel takes on the norm's output
 #else
         (uint64_t(p.x) & 15ul) == 0ul && ((xs * ACT_BYTES) & 15u) == 0u;
 #endif
-    // The row addresses depend on the workgroup (team), so the test is per team (uniform within it).
+    // The row addresses depend on the workgroup, so the test is per workgroup (still uniform within it).
     const bool vec = (K % VW) == 0u && ((K * W_BYTES) & 15u) == 0u && aligned && x_vec_ok;
-    const uint chunks = K / VW;
-
-    uvec4 raw[ROWS * NW];
-#ifdef DP_PRENORM
-    // The first chunk's weights do not depend on the norm: their loads are in flight during the prologue.
-    const uint preloaded = lt;
-    if (vec && lt < chunks)
-        for (uint r = 0u; r < ROWS * NW; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[lt];
-    DP_PRENORM_RUN();
-#else
-    const uint preloaded = 0xffffffffu;
-#endif
 
     if (vec) {
-        for (uint c = lt; c < chunks; c += GW) {
-            if (c != preloaded)
-                for (uint r = 0u; r < ROWS * NW; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
+        const uint chunks = K / VW;
+        for (uint c = tid; c < chunks; c += WG) {
+            uvec4 raw[ROWS * NW];
+            for (uint r = 0u; r < ROWS * NW; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
             for (uint t = 0u; t < TT; ++t) {
                 float xv[VW];
-#ifdef DP_PRENORM
-                for (uint e = 0u; e < VW; ++e) xv[e] = pn_h[c * VW + e];
-#else
                 x_chunk(xrow[t], c * VW, xv);
-#endif
                 for (uint r = 0u; r < ROWS * NW; ++r) {
                     float wv[VW];
                     w_unpack(raw[r], wv);
@@ -222,40 +193,35 @@ void main()
             }
         }
     } else {
-        for (uint k = lt; k < K; k += GW) {
+        for (uint k = tid; k < K; k += WG) {
             float wv[ROWS * NW];
             for (uint r = 0u; r < ROWS * NW; ++r) wv[r] = w_load(W_In(wrow[r]), k);
             for (uint t = 0u; t < TT; ++t) {
-#ifdef DP_PRENORM
-                float xv = pn_h[k];
-#else
                 float xv = act_load(ACT_In(xrow[t]), k);
-#endif
                 for (uint r = 0u; r < ROWS * NW; ++r) acc[r * TT + t] = fma(wv[r], xv, acc[r * TT + t]);
             }
         }
     }
 
-    // red[team][i][lsg]: with TEAMS = 1, red[i * WG + subgroup]
     for (uint i = 0u; i < NACC; ++i) {
         float s = subgroupAdd(acc[i]);
-        if (subgroupElect()) red[(team * NACC + i) * GW + lsg] = s;
+        if (subgroupElect()) red[i * WG + gl_SubgroupID] = s;
     }
     barrier();
-    for (uint i = lt; i < ROWS * TT; i += GW) {
+    for (uint i = tid; i < ROWS * TT; i += WG) {
         const uint r = i / TT, t = i % TT;
         const uint n = n0 + r, tok = t0 + t;
         if (n >= NR || tok >= p.T) continue;
 #ifdef DP_GLU
         float g = 0.0, u = 0.0;
-        for (uint s = 0u; s < nsg; ++s) {
-            g += red[(team * NACC + (r * 2u) * TT + t) * GW + s];
-            u += red[(team * NACC + (r * 2u + 1u) * TT + t) * GW + s];
+        for (uint s = 0u; s < gl_NumSubgroups; ++s) {
+            g += red[((r * 2u) * TT + t) * WG + s];
+            u += red[((r * 2u + 1u) * TT + t) * WG + s];
         }
         act_store(p.y, tok * p.N + n, dp_glu_act(g, p.kind) * u);
 #else
         float s = 0.0;
-        for (uint g = 0u; g < nsg; ++g) s += red[(team * NACC + i) * GW + g];
+        for (uint g = 0u; g < gl_NumSubgroups; ++g) s += red[i * WG + g];
         uint lr;
         const uint w = which(n, lr);
 #ifdef DP_BIAS

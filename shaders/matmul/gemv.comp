@@ -26,10 +26,6 @@
 //   TT    tokens per workgroup, default 1 (use T when T <= 4: W is streamed once for all of them)
 //   Shared memory: 4 * ROWS * TT * WG bytes (WG = 128, ROWS = 4, TT = 4: 8 KiB); keep it <= 32 KiB.
 // Defines: DP_OUT_F32 (y in f32 whatever the activations), DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS.
-// Prenorm (fusion prenorm; shaders/include/dp_prenorm.glsl): DP_PRENORM_RMS | _ADD | _NAN (+ DP_NW_*) compute
-//   x = the norm of the push member x in a prologue (T = 1, TT = 1); spec constants GW, NL, KMAX; push members
-//   pn_*; a workgroup is TEAMS = WG / GW teams, each computing ROWS rows as this kernel with WG = GW does:
-//   groups (gx, 1, gz) over ceil(nb / TEAMS) team blocks. The first weight chunk is loaded before the prologue.
 #include "dp_types.glsl"
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -39,8 +35,6 @@ layout(constant_id = 0) const uint WG   = 128;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const uint TT   = 1;
 
-#include "dp_prenorm.glsl"
-
 layout(push_constant) uniform Push {
     ACT_In  x;
     W_In    w;
@@ -48,13 +42,11 @@ layout(push_constant) uniform Push {
 #ifdef DP_BIAS
     W_In    bias;
 #endif
-    DP_PRENORM_PTRS
     uint T;
     uint N;
     uint K;
     uint x_stride;
     uint y_stride;
-    DP_PRENORM_SCALARS
 } p;
 
 #ifdef DP_W_F32
@@ -106,15 +98,10 @@ void x_chunk(uint64_t xrow, uint k0, inout float v[VW])
 void main()
 {
     const uint tid = gl_LocalInvocationID.x;
-    const uint team = tid / GW, lt = tid - team * GW;   // TEAMS = 1 without a prologue: lt = tid
-    const uint nsg = gl_NumSubgroups / TEAMS;           // subgroups per team (GW is a multiple of their size)
-    const uint lsg = gl_SubgroupID - team * nsg;
-    const uint block = (gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z) * TEAMS + team;
+    const uint block = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z;
     const uint n0 = block * ROWS;
     const uint t0 = gl_WorkGroupID.y * TT;
-#ifndef DP_PRENORM
     if (n0 >= p.N || t0 >= p.T) return;            // uniform over the workgroup: no barrier is skipped unevenly
-#endif                                              // (prologue: a team past the end computes clamped rows, stores none)
 
     const uint K  = p.K;
     const uint xs = p.x_stride != 0u ? p.x_stride : K;
@@ -135,36 +122,19 @@ void main()
     const bool x_vec_ok =
 #if defined(DP_ACT_F16) && defined(DP_W_F32)
         true;                                       // x is read element-wise on this combination
-#elif defined(DP_PRENORM)
-        ((K * ACT_BYTES) & 15u) == 0u;              // the path the unfused GEMV takes on the norm's output
 #else
         (uint64_t(p.x) & 15ul) == 0ul && ((xs * ACT_BYTES) & 15u) == 0u;
 #endif
     const bool vec = (K % VW) == 0u && (uint64_t(p.w) & 15ul) == 0ul && ((K * W_BYTES) & 15u) == 0u && x_vec_ok;
-    const uint chunks = K / VW;
-
-    uvec4 raw[ROWS];                                // issue every row's load before using any
-#ifdef DP_PRENORM
-    // The first chunk's weights do not depend on the norm: their loads are in flight during the prologue.
-    const uint preloaded = lt;
-    if (vec && lt < chunks)
-        for (uint r = 0u; r < ROWS; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[lt];
-    DP_PRENORM_RUN();
-#else
-    const uint preloaded = 0xffffffffu;
-#endif
 
     if (vec) {
-        for (uint c = lt; c < chunks; c += GW) {
-            if (c != preloaded)
-                for (uint r = 0u; r < ROWS; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
+        const uint chunks = K / VW;
+        for (uint c = tid; c < chunks; c += WG) {
+            uvec4 raw[ROWS];                        // issue every row's load before using any
+            for (uint r = 0u; r < ROWS; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
             for (uint t = 0u; t < TT; ++t) {
                 float xv[VW];
-#ifdef DP_PRENORM
-                for (uint e = 0u; e < VW; ++e) xv[e] = pn_h[c * VW + e];
-#else
                 x_chunk(xrow[t], c * VW, xv);
-#endif
                 for (uint r = 0u; r < ROWS; ++r) {
                     float wv[VW];
                     w_unpack(raw[r], wv);
@@ -175,32 +145,27 @@ void main()
             }
         }
     } else {
-        for (uint k = lt; k < K; k += GW) {
+        for (uint k = tid; k < K; k += WG) {
             float wv[ROWS];
             for (uint r = 0u; r < ROWS; ++r) wv[r] = w_load(W_In(wrow[r]), k);
             for (uint t = 0u; t < TT; ++t) {
-#ifdef DP_PRENORM
-                float xv = pn_h[k];
-#else
                 float xv = act_load(ACT_In(xrow[t]), k);
-#endif
                 for (uint r = 0u; r < ROWS; ++r) acc[r * TT + t] = fma(wv[r], xv, acc[r * TT + t]);
             }
         }
     }
 
-    // red[team][i][lsg]: with TEAMS = 1, red[i * WG + subgroup]
     for (uint i = 0u; i < ROWS * TT; ++i) {
         float s = subgroupAdd(acc[i]);
-        if (subgroupElect()) red[(team * ROWS * TT + i) * GW + lsg] = s;
+        if (subgroupElect()) red[i * WG + gl_SubgroupID] = s;
     }
     barrier();
-    for (uint i = lt; i < ROWS * TT; i += GW) {
+    for (uint i = tid; i < ROWS * TT; i += WG) {
         const uint r = i / TT, t = i % TT;
         const uint n = n0 + r, tok = t0 + t;
         if (n >= p.N || tok >= p.T) continue;
         float s = 0.0;
-        for (uint g = 0u; g < nsg; ++g) s += red[(team * ROWS * TT + i) * GW + g];
+        for (uint g = 0u; g < gl_NumSubgroups; ++g) s += red[i * WG + g];
 #ifdef DP_BIAS
         s += w_load(p.bias, n);
 #endif

@@ -1,6 +1,5 @@
 -- doppler.fusions: rewrite rules the plan compiler applies before lowering. A rule is Lua:
 --   { name = "...", op = "mul", apply = function(node, ctx) ... end, lower = function(ctx, node) ... end }
--- (op may be a list of kinds: { "linear", "qkv_linear" }.)
 -- `apply` looks at a node of kind `op` (and its inputs) and either returns nothing (no match)
 -- or rewrites the node in place into a fused op. A built-in rule's fused op has its lowering in
 -- doppler.lower; a rule that brings `lower` (a user's fusion: a Lua file plus a shader, no recompile)
@@ -16,9 +15,9 @@ local M = { rules = {} }
 -- Registers (or, under the same name, replaces) a rule. Rules run in registration order, each over
 -- every node, so a later rule sees what an earlier one fused (qkv_linear after glu, for example).
 function M.register(rule)
-  if type(rule) ~= "table" or type(rule.name) ~= "string"
-     or (type(rule.op) ~= "string" and type(rule.op) ~= "table") or type(rule.apply) ~= "function" then
-    error("fusions.register: a rule needs name (string), op (string or list of strings) and apply (function)", 2)
+  if type(rule) ~= "table" or type(rule.name) ~= "string" or type(rule.op) ~= "string"
+     or type(rule.apply) ~= "function" then
+    error("fusions.register: a rule needs name (string), op (string) and apply (function)", 2)
   end
   if rule.lower ~= nil then
     if type(rule.lower) ~= "function" then error("fusions.register: " .. rule.name .. ": lower must be a function", 2) end
@@ -172,10 +171,8 @@ function M.apply(graph, env)
   local rules = enabled_rules(env)
   for _, rule in ipairs(rules) do
     local ctx = make_ctx(copies, env)   -- readers as the earlier rules left them
-    local kinds = {}
-    if type(rule.op) == "table" then for _, o in ipairs(rule.op) do kinds[o] = true end else kinds[rule.op] = true end
     for _, n in ipairs(copies) do
-      if kinds[n.op] then rule.apply(n, ctx) end
+      if n.op == rule.op then rule.apply(n, ctx) end
     end
   end
   -- Nodes a fusion made dead (nothing live reads them, not an output) are dropped.
@@ -413,45 +410,6 @@ M.register {
     if sp.repeat_penalty ~= 1 or not (sp.greedy or (sp.k == 0 and not (sp.min_p > 0))) then return end
     local m = lm_head_row(n.inputs[1], n, ctx)
     if m then lm_head_rewrite(n, m, n.inputs[2], sp, ctx) end
-  end,
-}
-
--- ---- prenorm: the norm in front of a decode GEMV computed in the GEMV's prologue -------------------------
--- gemv(norm(...)) with T = 1, where norm is rmsnorm, add_rmsnorm or norm_add_norm (after those rules) and
--- the GEMV (linear, qkv_linear, glu_linear: after qkv and gate_up) is the normed row's only reader  ->  the
--- GEMV node itself, its x the norm's input row, the norm's other inputs appended (attrs.pre; lowering in
--- doppler.lower, kernels' prologue in shaders/include/dp_prenorm.glsl). Every workgroup normalises the row
--- (bit for bit rmsnorm's values); workgroup 0 stores the residual stream of add_rmsnorm / norm_add_norm,
--- which becomes a fused_output of the GEMV (its own memory: the arena does not give it the slice of x or a,
--- which are read until the GEMV ends). Not applied: T > 1, matmul=gemm, hidden sizes above
--- lower.PRENORM_MAX_K, three-bias qkv (the push block would pass 128 bytes). Where the kernel cannot take
--- it at lowering time (quantised blocks decoded in gemv_q, shared memory, hints), the lowering dispatches
--- the norm first: same values, one dispatch more.
-local PRENORM_OPS = { rmsnorm = true, add_rmsnorm = true, norm_add_norm = true }
-
-M.register {
-  name = "prenorm", op = { "linear", "qkv_linear", "glu_linear" },
-  apply = function(n, ctx)
-    if ctx.hints.matmul == "gemm" or not ctx.env or ctx.env.T ~= 1 or (n.attrs and n.attrs.pre) then return end
-    local h = n.inputs[1]
-    if not PRENORM_OPS[h.op] or h.is_output or not ctx.only_reader(h, n) then return end
-    local K = h.shape[#h.shape]
-    if #h.shape ~= 2 or type(K) ~= "number" or K > lower.PRENORM_MAX_K then return end
-    if h.shape[1] ~= "T" and h.shape[1] ~= 1 then return end
-    if n.op == "qkv_linear" and n.attrs.biases then return end
-    if n.op == "linear" and not FLOAT_W[n.inputs[2].dtype] and not lower.is_quant(n.inputs[2].dtype) then return end
-    local sum = (h.op ~= "rmsnorm") and h.inputs[#h.inputs] or nil
-    -- the residual stream moves to just before n (its writer now): nobody may read it in between
-    if sum and not ctx.unread_between(sum, h, n) then return end
-    local attrs = {}
-    for k, v in pairs(n.attrs or {}) do attrs[k] = v end
-    attrs.pre = { kind = h.op, inputs = h.inputs, attrs = h.attrs, at = #n.inputs + 1 }
-    local inputs = { h.inputs[1] }
-    for i = 2, #n.inputs do inputs[#inputs + 1] = n.inputs[i] end
-    for i = 2, #h.inputs do inputs[#inputs + 1] = h.inputs[i] end
-    n.inputs, n.attrs = inputs, attrs
-    if sum then ctx.produced_by(sum, n) end
-    h.keep, h.inputs = nil, {}           -- the norm is dead now
   end,
 }
 

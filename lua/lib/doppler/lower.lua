@@ -271,70 +271,13 @@ local function matrix_weight(ctx, w, hints)
   return ctx.t(w), qdef, w.etype
 end
 
--- ---- prenorm (fusions.lua): the norm in front of a T = 1 GEMV, computed in the GEMV's prologue ----------
--- A GEMV node with attrs.pre reads the norm's input row as its x (n.inputs[1]) and the norm's other inputs
--- from n.inputs[pre.at] on; pre = { kind = rmsnorm | add_rmsnorm | norm_add_norm, inputs = the norm's
--- inputs, attrs = the norm's attrs }. The kernels' DP_PRENORM_* (shaders/include/dp_prenorm.glsl) compute
--- the norm with rmsnorm's lanes and order (NL = the unfused norm's lanes) and, with WG = max(GW, NL), teams
--- of GW threads computing rows as the unfused GEMV: bit for bit the chain's values. Where a kernel cannot
--- take it (quantised blocks decoded in gemv_q, biases that overflow the push block, K past PRENORM_MAX_K,
--- the shared memory, a GW that is not a multiple of the subgroup size) the lowering runs the norm kernel
--- into a private row and the ordinary GEMV after it: the plan is right, only the dispatch stays.
-M.PRENORM_MAX_K = 4096       -- the normed row lives in shared memory (4 * K bytes)
-local PRENORM_SHARED = 32768 -- lavapipe's maxComputeSharedMemorySize, the least of the devices served
-local PN_DEFINE = { rmsnorm = "DP_PRENORM_RMS", add_rmsnorm = "DP_PRENORM_ADD", norm_add_norm = "DP_PRENORM_NAN" }
-local PN_NW_DEFINE = { f32 = false, f16 = "DP_NW_F16", bf16 = "DP_NW_BF16" }
-
--- The prologue's kernel parameters for a GEMV of gw threads, `nacc` f32 partial sums per thread (its red[]
--- is nacc * WG floats), or nil where the kernel cannot take it. Returns { wg, teams, defs, consts, push }.
-local function prenorm_spec(ctx, n, K, T, gw, nacc)
-  local pre = n.attrs.pre
-  if T ~= 1 or K > M.PRENORM_MAX_K then return nil end
-  local ni, na = pre.inputs, pre.attrs
-  local nl = norm_layout(K, 1)
-  local wg = math.max(gw, nl)
-  if wg % gw ~= 0 or wg % nl ~= 0 then return nil end
-  ctx.sg = ctx.sg or ctx.dev:caps().subgroup_size
-  if wg > gw and gw % ctx.sg ~= 0 then return nil end
-  if 4 * (K + wg + nacc * wg) > PRENORM_SHARED then return nil end
-  local nw = pre.kind == "rmsnorm" and ni[2] or ni[3]
-  local nwd = PN_NW_DEFINE[nw.etype]
-  if nwd == nil then return nil end
-  local defs = { PN_DEFINE[pre.kind] }
-  if nwd then defs[2] = nwd end
-  local push = { pn_eps = na.eps, pn_off = na.offset or 0 }
-  if pre.kind == "rmsnorm" then
-    push.pn_w = ctx.t(ni[2])
-  elseif pre.kind == "add_rmsnorm" then
-    push.pn_b, push.pn_w, push.pn_y = ctx.t(ni[2]), ctx.t(ni[3]), ctx.t(ni[4])
-  else
-    push.pn_a, push.pn_w1, push.pn_w, push.pn_y = ctx.t(ni[2]), ctx.t(ni[3]), ctx.t(ni[4]), ctx.t(ni[5])
-    push.pn_eps1, push.pn_off1 = na.eps1, na.offset1 or 0
-  end
-  return { wg = wg, teams = wg // gw, defs = defs, consts = { GW = gw, NL = nl, KMAX = K }, push = push }
-end
-
--- The fallback: the norm kernel into a private [T, K] row; returns a stand-in node for it (ctx.t works on it).
-local function prenorm_unfused(ctx, n)
-  local pre = n.attrs.pre
-  local x = n.inputs[1]
-  local h = { bshape = x.bshape, etype = ctx.env.act }
-  local t = ctx.dev:tensor { dtype = ctx.env.act, shape = x.bshape }
-  ctx.plan.owned[#ctx.plan.owned + 1] = t
-  ctx.plan.tensors[h] = t
-  local norm = { inputs = pre.inputs, attrs = pre.attrs, bshape = x.bshape, where = n.where }
-  ctx.plan.tensors[norm] = t
-  R[pre.kind](ctx, norm)
-  return h
-end
-
 -- y = x · Wᵀ (+ b) into node y. Float weights use the GEMV kernel at every T (W streamed once per 4 tokens:
 -- on the H100 it beat the tiled GEMM for 32- and 512-token prompts, docs/BENCHMARKS.md); quantised weights
 -- use GEMV up to 4 tokens and the tiled GEMM beyond. hint matmul=gemm|gemv forces one. An output type other
 -- than the activations' (f32 logits) is a define.
 -- Quantised W: the fused kernels (gemv_q / gemm_q decode blocks in registers, in the tensor's layout), or
 -- with q_matmul=dequant_f16 the ordinary kernels on an f16 copy.
-local function emit_linear(ctx, x, w, b, y, pn)
+local function emit_linear(ctx, x, w, b, y)
   local K = x.bshape[#x.bshape]
   local N = y.bshape[#y.bshape]
   local T = numel(y.bshape) // N
@@ -357,30 +300,12 @@ local function emit_linear(ctx, x, w, b, y, pn)
   if b then push.bias = ctx.t(b) end
   if qdef then push.w_row_blocks = row_blocks(wt) end
   local mode = hints.matmul or "auto"
-  local gemv = mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef))
-  local spec = nil
-  if pn then
-    local gw, rows = M.gemv_params(ctx, qdef ~= nil)
-    spec = not qdef and gemv and prenorm_spec(ctx, pn, K, T, gw, rows) or nil
-    if not spec then
-      emit_linear(ctx, prenorm_unfused(ctx, pn), w, b, y)
-      return
-    end
-    for _, d in ipairs(spec.defs) do defs[#defs + 1] = d end
-    for key, v in pairs(spec.push) do push[key] = v end
-  end
-  if gemv then
+  if mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
     local tt = math.min(T, 4)
     local wg, rows = M.gemv_params(ctx, qdef ~= nil)
     local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
-    local consts = { WG = wg, ROWS = rows, TT = tt }
-    if spec then
-      consts.WG = spec.wg
-      for key, v in pairs(spec.consts) do consts[key] = v end
-    end
-    local k = ctx.kernel(file, ctx.defines(defs), consts)
+    local k = ctx.kernel(file, ctx.defines(defs), { WG = wg, ROWS = rows, TT = tt })
     local nb = ceil_div(N, rows)
-    if spec then nb = ceil_div(nb, spec.teams) end
     local gx = math.min(nb, WG_MAX_GROUPS)
     ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
   else
@@ -391,10 +316,7 @@ local function emit_linear(ctx, x, w, b, y, pn)
 end
 
 R.linear = function(ctx, n)
-  local pre = n.attrs and n.attrs.pre
-  local b = n.inputs[3]
-  if pre and pre.at <= 3 then b = nil end
-  emit_linear(ctx, n.inputs[1], n.inputs[2], b, n, pre and n)
+  emit_linear(ctx, n.inputs[1], n.inputs[2], n.inputs[3], n)
 end
 
 R.rope = function(ctx, n)
@@ -626,20 +548,10 @@ end
 -- Fused projections (fusions.lua: gate_up, qkv): fused/gemv_multi.comp, the GEMV scheme of linear with
 -- several weights per pass. glu_linear: y = act(x·Wgᵀ) * (x·Wuᵀ); qkv_linear: two or three linears of one
 -- x, each into its own output (the node itself is the first; the others are fused_output nodes).
--- With spec (prenorm_spec), the prologue's defines, constants and push members, and TEAMS row blocks a group.
-local GEMV_MULTI_WG, GEMV_MULTI_ROWS = 128, 2
-local function gemv_multi(ctx, defs, rows_total, T, push, spec)
-  local tt, rows = math.min(T, 4), GEMV_MULTI_ROWS
-  local consts = { WG = GEMV_MULTI_WG, ROWS = rows, TT = tt }
+local function gemv_multi(ctx, defs, rows_total, T, push)
+  local tt, rows = math.min(T, 4), 2
+  local k = ctx.kernel("fused/gemv_multi.comp", ctx.defines(defs), { WG = 128, ROWS = rows, TT = tt })
   local nb = ceil_div(rows_total, rows)
-  if spec then
-    for _, d in ipairs(spec.defs) do defs[#defs + 1] = d end
-    for key, v in pairs(spec.push) do push[key] = v end
-    for key, v in pairs(spec.consts) do consts[key] = v end
-    consts.WG = spec.wg
-    nb = ceil_div(nb, spec.teams)
-  end
-  local k = ctx.kernel("fused/gemv_multi.comp", ctx.defines(defs), consts)
   local gx = math.min(nb, WG_MAX_GROUPS)
   ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
 end
@@ -652,16 +564,12 @@ R.glu_linear = function(ctx, n)
   local tg, qdef, wtype = matrix_weight(ctx, wg, hints)
   local tu = matrix_weight(ctx, wu, hints)
   local kind = (n.attrs.kind == "silu") and 1 or 0
-  local pre = n.attrs.pre
   if not qdef then
-    local spec = pre and prenorm_spec(ctx, n, K, T, GEMV_MULTI_WG, 2 * GEMV_MULTI_ROWS)
-    if pre and not spec then x = prenorm_unfused(ctx, n) end
     gemv_multi(ctx, { "DP_GLU", ctx.weight_define(wtype, wg.attrs.name) }, N, T, {
       x = ctx.t(x), wg = tg, wu = tu, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, kind = kind,
-    }, spec)
+    })
     return
   end
-  if pre then x = prenorm_unfused(ctx, n) end
   -- Quantised blocks decoded in the kernel: gemv_q with DP_GLU (both weights share type and layout).
   local ldef = LAYOUT_DEFINE[M.layout_of(tg)]
   if ldef ~= LAYOUT_DEFINE[M.layout_of(tu)] or row_blocks(tg) ~= row_blocks(tu) then
@@ -691,10 +599,6 @@ R.qkv_linear = function(ctx, n)
   -- dependency level all the same), or biases of another type than the f16 copies: one linear each.
   local bias_mismatch = false
   for _, b in ipairs(bs or {}) do bias_mismatch = bias_mismatch or b.etype ~= wtype end
-  local pre = n.attrs.pre
-  -- the prologue's push members do not fit beside three biases (128 bytes)
-  local spec = pre and not (qdef or bias_mismatch or bs) and prenorm_spec(ctx, n, K, T, GEMV_MULTI_WG, GEMV_MULTI_ROWS) or nil
-  if pre and not spec then x = prenorm_unfused(ctx, n) end
   if qdef or bias_mismatch then
     for i, o in ipairs(outs) do emit_linear(ctx, x, ws[i], bs and bs[i], o) end
     return
@@ -711,7 +615,7 @@ R.qkv_linear = function(ctx, n)
     if bs then push["b" .. (i - 1)] = ctx.t(bs[j]) end
     total = total + N
   end
-  gemv_multi(ctx, defs, total, T, push, spec)
+  gemv_multi(ctx, defs, total, T, push)
 end
 
 -- Mixture of experts: routing (one invocation per token), the selected experts' products, the combine.
