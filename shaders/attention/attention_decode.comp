@@ -39,9 +39,30 @@
 //        D   head_dim (default 256); G  q heads per kv head (default 1)
 //        LK  lanes per key row: a power of two <= the subgroup size, D / LK a multiple of VEC (8 with
 //            DP_KV_F16, else 4); the host picks min(subgroup size, D / VEC) unless a hint says otherwise
-// Defines: DP_ACT_F16, DP_KV_F16
+// Defines: DP_ACT_F16, DP_KV_F16, DP_ROPE_QK (below), DP_QK_NORM and DP_W_F32 | DP_W_F16 | DP_W_BF16 (with it)
+//
+// DP_ROPE_QK (fusion attention_rope, lua/lib/doppler/fusions.lua): the attention prologue of rope_kv.comp in
+// this dispatch, for decode-sized T (<= MAX_NEW = 4 tokens). q, k are the projection outputs (unrotated,
+// unnormed); each workgroup computes, exactly as rope_kv.comp does (its lanes, order and rounding points):
+//   its G q rows of token t: [rmsnorm (DP_QK_NORM)], rope, rounded to the activation type (rope_kv's store);
+//   the new keys it covers (positions >= pos[0], tokens ua ..): the same for k of kv head hk;
+// staged in shared memory (rope pairs i, i + ROT/2 cross lanes). The workgroup of chunk 0 of (hk, t) also
+// appends k (roped) and v of token t to the caches at slot pos[t] % cap (unless a later token of the call
+// takes the slot, as kv_append). No workgroup reads a slot being written: attention reads only keys
+// j < pos[0] from the caches, and those slots differ from every pos[t] % cap where the rope_kv rule allows
+// appending before attention (global layers, or cap >= window + T - 1), which attention_rope requires.
+// The first round's cache rows (and v rows) are loaded before the prologue, so their latency overlaps it.
+// With DP_ROPE_QK the push block changes (128 bytes at most): n_tokens, n_q_heads, n_kv_heads, n_chunks
+// come from the dispatch shape (T = z, n_kv_heads = x, n_q_heads = G x, n_chunks = y), min_chunk is a
+// spec constant, kc, vc are read-write, and it adds
+//   inv_freq (f32 [ROT / 2], read), with DP_QK_NORM qw, kw (W [D], read);
+//   spec: MINC (min_chunk), ROT (rotary dims, even, <= D), NL (rmsnorm's lanes per row for D: a power of two
+//         dividing WG), with DP_QK_NORM EPS, WOFF (the norm's eps and weight offset)
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#ifdef DP_ROPE_QK
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 #include "dp_types.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -50,12 +71,52 @@ layout(constant_id = 1) const uint D = 256;
 layout(constant_id = 2) const uint G = 1;
 layout(constant_id = 3) const uint LK = 32;
 layout(constant_id = 4) const uint UK = 4;
+#ifdef DP_ROPE_QK
+layout(constant_id = 5) const uint MINC = 1;
+layout(constant_id = 6) const uint ROT = 256;
+layout(constant_id = 7) const uint NL = 64;
+#ifdef DP_QK_NORM
+layout(constant_id = 8) const float EPS = 1e-6;
+layout(constant_id = 9) const float WOFF = 0.0;
+#endif
+#endif
 
 // The partials are read back by another workgroup of the same dispatch: coherent, so that the writer's
 // memory barrier makes them visible to the merging workgroup.
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer F32Coh { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer U32Coh { uint v[]; };
 
+#ifdef DP_ROPE_QK
+layout(push_constant) uniform Push {
+    ACT_In  q;
+    ACT_In  k;
+    ACT_In  v;
+    KV_Buf  kc;
+    KV_Buf  vc;
+    U32In   pos;
+    ACT_Out o;
+    F32Coh  part_o;
+    F32Coh  part_ml;
+    U32Coh  counter;
+    F32In   inv_freq;
+#ifdef DP_QK_NORM
+    W_In    qw;
+    W_In    kw;
+#endif
+    uint    cap;
+    uint    window;
+    float   scale;
+    float   softcap;
+    uint    q_stride;
+    uint    kv_stride;
+} p;
+#define N_Q_HEADS  (gl_NumWorkGroups.x * G)
+#define N_KV_HEADS gl_NumWorkGroups.x
+#define N_CHUNKS   gl_NumWorkGroups.y
+#define MIN_CHUNK  MINC
+#define KC_IN      KV_In(uint64_t(p.kc))
+#define VC_IN      KV_In(uint64_t(p.vc))
+#else
 layout(push_constant) uniform Push {
     ACT_In  q;
     ACT_In  k;
@@ -79,6 +140,13 @@ layout(push_constant) uniform Push {
     uint    n_chunks;
     uint    min_chunk;
 } p;
+#define N_Q_HEADS  p.n_q_heads
+#define N_KV_HEADS p.n_kv_heads
+#define N_CHUNKS   p.n_chunks
+#define MIN_CHUNK  p.min_chunk
+#define KC_IN      p.kc
+#define VC_IN      p.vc
+#endif
 
 #ifdef DP_KV_F16
 const uint VEC = 8u;
@@ -96,7 +164,18 @@ const uint MAX_CHUNKS = 64u;  // lower.lua caps n_chunks here: the merge keeps e
 // barrier of that merge) the chunk merge's mg_w [G][MAX_CHUNKS] (each chunk's m, then its weight
 // exp(m - M)), mg_l [G][MAX_CHUNKS] (its l) and mg_inv [G] (1 / L per head).
 const uint MG = 2u * G * MAX_CHUNKS + G;
+#ifdef DP_ROPE_QK
+// the prologue's staging rows stg [ROWS][D], the roped q rows q_s [G][D] and new key rows ks_s [MAX_NEW][D]
+// share sh too: they are dead before the clusters' merge writes it (ks_s is read last in the key loop, and a
+// barrier follows it)
+const uint MAX_NEW = 4u;
+const uint ROWS = WG / NL;     // prologue rows at once (norm_rows.glsl's name)
+const uint SH0 = NCL * D > MG ? NCL * D : MG;
+const uint SHR = (ROWS + G + MAX_NEW) * D;
+const uint SH = SH0 > SHR ? SH0 : SHR;
+#else
 const uint SH = NCL * D > MG ? NCL * D : MG;
+#endif
 shared float red_ml[NCL * G * 2u];
 shared float sh[SH];
 shared bool last_s;
@@ -104,6 +183,13 @@ shared bool last_s;
 #define mg_w(i) sh[i]
 #define mg_l(i) sh[G * MAX_CHUNKS + (i)]
 #define mg_inv(g) sh[2u * G * MAX_CHUNKS + (g)]
+#ifdef DP_ROPE_QK
+#define stg(i)  sh[i]
+#define q_s(i)  sh[ROWS * D + (i)]
+#define ks_s(i) sh[(ROWS + G) * D + (i)]
+#include "../norm/norm_rows.glsl"
+#include "dp_rope.glsl"
+#endif
 
 float kv_round(float x)
 {
@@ -152,13 +238,85 @@ void load_row(ACT_In src, KV_In cache, uint j, uint hk, uint ln, uint p0, uint k
         for (uint e = 0u; e < VEC; e++) r[i * VEC + e] = kv_load(cache, row + lane_dim(ln, i, e));
 }
 
+#ifdef DP_ROPE_QK
+// x rounded to the activation type: the value a stored activation holds (rope_kv.comp's act_round).
+float act_round(float x) { return float(ACT_T(x)); }
+
+// rope_kv.comp's work for this workgroup's rows, in its lane layout (NL lanes per row, norm_rows.glsl, so the
+// norm sums in rmsnorm's lanes and order) and with its rounding points: rows 0 .. G-1 are the q heads
+// hk * G + g of token t, rows G .. G + nkr - 1 the k rows of kv head hk for tokens ua, ua + 1, ...; the
+// results go to q_s and ks_s (rounded to the activation type, as rope_kv stores q and k), and the workgroup
+// of chunk 0 appends token t's k and v. Called by every invocation (barriers inside).
+void rope_prologue(uint hk, uint c, uint t, uint ua, uint nkr, uint qs, uint ks)
+{
+    const uint EPN = (D + NL - 1u) / NL;   // elements per lane
+    uint rw, ln;
+    norm_lane(rw, ln);
+    uint nrows = G + nkr;
+    uint tp_last = p.pos.v[gl_NumWorkGroups.z - 1u];
+    for (uint r0 = 0u; r0 < nrows; r0 += ROWS) {   // uniform: every invocation reaches the barriers
+        uint row = r0 + rw;
+        bool live = row < nrows, is_q = row < G;
+        uint u = is_q ? t : ua + (row - G);         // the row's token
+        uint base = is_q ? t * qs + (hk * G + row) * D : u * ks + hk * D;
+        ACT_In x = is_q ? p.q : p.k;
+        float xr[EPN];
+        for (uint e = 0u; e < EPN; e++) {
+            uint i = ln + e * NL;
+            xr[e] = (live && i < D) ? act_load(x, base + i) : 0.0;
+        }
+#ifdef DP_QK_NORM
+        float ss = 0.0;
+        for (uint e = 0u; e < EPN; e++) ss += xr[e] * xr[e];
+        float inv = inversesqrt(norm_row_sum(ss, rw) / float(D) + EPS);
+        W_In w = is_q ? p.qw : p.kw;
+        for (uint e = 0u; e < EPN; e++) {
+            uint i = ln + e * NL;
+            if (live && i < D) xr[e] = act_round(xr[e] * inv * (WOFF + w_load(w, i)));
+        }
+#endif
+        for (uint e = 0u; e < EPN; e++) {
+            uint i = ln + e * NL;
+            if (i < D) stg(rw * D + i) = xr[e];
+        }
+        barrier();
+        if (live) {
+            uint tp = p.pos.v[u];
+            const uint half_rot = ROT / 2u;
+            bool append = !is_q && c == 0u && u == t && uint64_t(tp) + p.cap > uint64_t(tp_last);
+            uint dst = (hk * p.cap + tp % p.cap) * D;
+            for (uint e = 0u; e < EPN; e++) {
+                uint i = ln + e * NL;
+                if (i >= D) break;
+                float y = xr[e];
+                if (i < ROT) {
+                    uint j = i < half_rot ? i : i - half_rot;
+                    float a = reduce_angle(float(tp) * p.inv_freq.v[j]);
+                    float cs = cos(a), sn = sin(a);
+                    y = i < half_rot ? stg(rw * D + i) * cs - stg(rw * D + i + half_rot) * sn
+                                     : stg(rw * D + i) * cs + stg(rw * D + i - half_rot) * sn;
+                }
+                y = act_round(y);
+                if (is_q) q_s(row * D + i) = y;
+                else ks_s((u - ua) * D + i) = y;
+                if (append) {
+                    kv_store(p.kc, dst + i, y);
+                    kv_store(p.vc, dst + i, act_load(p.v, base + i));
+                }
+            }
+        }
+        barrier();   // stg is rewritten by the next rows; q_s, ks_s are read after the last
+    }
+}
+#endif
+
 void main()
 {
     uint hk = gl_WorkGroupID.x, c = gl_WorkGroupID.y, t = gl_WorkGroupID.z, tid = gl_LocalInvocationID.x;
     uint p0 = p.pos.v[0u], qp = p.pos.v[t];
     uint lo = (p.window > 0u && qp >= p.window) ? qp - p.window + 1u : 0u;
     uint n = qp - lo + 1u;
-    uint clen = max(p.min_chunk, (n + p.n_chunks - 1u) / p.n_chunks);
+    uint clen = max(MIN_CHUNK, (n + N_CHUNKS - 1u) / N_CHUNKS);
     if (c * clen >= n) return;   // past the visible keys: uniform per workgroup, before any barrier
     uint k0 = lo + c * clen, k1 = min(k0 + clen, qp + 1u);
 
@@ -166,16 +324,40 @@ void main()
     uint cl = gl_SubgroupID * (gl_SubgroupSize / LK) + gl_SubgroupInvocationID / LK;
     uint ln = gl_SubgroupInvocationID % LK;
 
-    uint qs = p.q_stride != 0u ? p.q_stride : p.n_q_heads * D;
-    uint ks = p.kv_stride != 0u ? p.kv_stride : p.n_kv_heads * D;
+    uint qs = p.q_stride != 0u ? p.q_stride : N_Q_HEADS * D;
+    uint ks = p.kv_stride != 0u ? p.kv_stride : N_KV_HEADS * D;
     bool vec_ok = (uint64_t(p.kc) % 16ul) == 0ul && (uint64_t(p.vc) % 16ul) == 0ul;
 
+#ifdef DP_ROPE_QK
+    // the new keys this workgroup reads are tokens ua .. k1 - 1 - p0; chunk 0 also needs token t's k to append it
+    bool has_new = k1 > p0;
+    uint ua = has_new ? max(k0, p0) - p0 : t;
+    uint nkr = has_new ? (c == 0u ? t : k1 - 1u - p0) - ua + 1u : (c == 0u ? 1u : 0u);
+    // the first round's rows that do not depend on the prologue (cache keys, and v), loaded before it
+    float kr[UK * EPL], vr[UK * EPL];
+    if (k0 + cl < k1)
+        for (uint u = 0u; u < UK; u++) {
+            float row[EPL];
+            uint j = min(k0 + cl + u * NCL, k1 - 1u);
+            if (j < p0) {
+                load_row(p.k, KC_IN, j, hk, ln, p0, ks, vec_ok, row);
+                for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
+            }
+            load_row(p.v, VC_IN, j, hk, ln, p0, ks, vec_ok, row);
+            for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
+        }
+    rope_prologue(hk, c, t, ua, nkr, qs, ks);
+#endif
     float qr[G * EPL], oa[G * EPL], m[G], l[G];
     for (uint g = 0u; g < G; g++) {
         uint qb = t * qs + (hk * G + g) * D;
         for (uint i = 0u; i < NVL; i++)
             for (uint e = 0u; e < VEC; e++) {
+#ifdef DP_ROPE_QK
+                qr[g * EPL + i * VEC + e] = q_s(g * D + lane_dim(ln, i, e));
+#else
                 qr[g * EPL + i * VEC + e] = act_load(p.q, qb + lane_dim(ln, i, e));
+#endif
                 oa[g * EPL + i * VEC + e] = 0.0;
             }
         m[g] = NEG;
@@ -184,6 +366,29 @@ void main()
 
     // rounds of UK keys per cluster: keys j0, j0 + NCL, ... j0 + (UK - 1) NCL; past k1 the last key is read
     // again (a valid address) and its score masked out
+#ifdef DP_ROPE_QK
+    // new keys from ks_s (roped here, rounded as rope_kv stores k, then as attention reads a new key); the
+    // first round's other rows were loaded before the prologue
+    bool first = true;
+    for (uint j0 = k0 + cl; j0 < k1; j0 += NCL * UK) {
+        float row[EPL];
+        for (uint u = 0u; u < UK; u++) {
+            uint j = min(j0 + u * NCL, k1 - 1u);
+            if (j >= p0) {
+                for (uint i = 0u; i < NVL; i++)
+                    for (uint e = 0u; e < VEC; e++)
+                        kr[u * EPL + i * VEC + e] = kv_round(ks_s((j - p0 - ua) * D + lane_dim(ln, i, e)));
+            } else if (!first) {
+                load_row(p.k, KC_IN, j, hk, ln, p0, ks, vec_ok, row);
+                for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
+            }
+            if (!first) {
+                load_row(p.v, VC_IN, j, hk, ln, p0, ks, vec_ok, row);
+                for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
+            }
+        }
+        first = false;
+#else
     for (uint j0 = k0 + cl; j0 < k1; j0 += NCL * UK) {
         float kr[UK * EPL], vr[UK * EPL], row[EPL];
         for (uint u = 0u; u < UK; u++) {
@@ -193,6 +398,7 @@ void main()
             load_row(p.v, p.vc, j, hk, ln, p0, ks, vec_ok, row);
             for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
         }
+#endif
         float s[G * UK];
         for (uint g = 0u; g < G; g++)
             for (uint u = 0u; u < UK; u++) {
@@ -241,8 +447,8 @@ void main()
         barrier();
         float L = 0.0;
         for (uint x = 0u; x < NCL; x++) L += red_ml[(x * G + g) * 2u + 1u] * exp(red_ml[(x * G + g) * 2u] - M);
-        uint head = t * p.n_q_heads + hk * G + g;
-        uint slot = head * p.n_chunks + c;
+        uint head = t * N_Q_HEADS + hk * G + g;
+        uint slot = head * N_CHUNKS + c;
         for (uint d = tid; d < D; d += WG) {
             float acc = 0.0;
             for (uint x = 0u; x < NCL; x++) acc += red_o(x * D + d);
@@ -261,7 +467,7 @@ void main()
     memoryBarrierBuffer();
     barrier();
     if (tid == 0u) {
-        uint ci = t * p.n_kv_heads + hk;
+        uint ci = t * N_KV_HEADS + hk;
         bool last = atomicAdd(p.counter.v[ci], 1u) == nc - 1u;
         if (last) atomicExchange(p.counter.v[ci], 0u);   // ready for the next replay
         last_s = last;
@@ -272,7 +478,7 @@ void main()
     // every (head, chunk) pair's m and l at once
     for (uint i = tid; i < G * nc; i += WG) {
         uint g = i / nc, x = i % nc;
-        uint slot = (t * p.n_q_heads + hk * G + g) * p.n_chunks + x;
+        uint slot = (t * N_Q_HEADS + hk * G + g) * N_CHUNKS + x;
         mg_w(g * MAX_CHUNKS + x) = p.part_ml.v[slot * 2u];
         mg_l(g * MAX_CHUNKS + x) = p.part_ml.v[slot * 2u + 1u];
     }
@@ -293,8 +499,8 @@ void main()
     // each output element: its nc partials, four independent loads at a time
     for (uint i = tid; i < G * D; i += WG) {
         uint g = i / D, d = i % D;
-        uint head = t * p.n_q_heads + hk * G + g;
-        uint base = head * p.n_chunks;
+        uint head = t * N_Q_HEADS + hk * G + g;
+        uint base = head * N_CHUNKS;
         float acc = 0.0;
         uint x = 0u;
         for (; x + 4u <= nc; x += 4u) {

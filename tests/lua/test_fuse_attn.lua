@@ -3,6 +3,11 @@
 --   decode step of every family that has the pattern, leave no rope / kv_append / rmsnorm dispatch behind
 --   there, and give the logits of the unfused plans (fusion=-rope_kv,-norm_add_norm; compared in
 --   precision=f32, see same_logits) over a prompt fed one token at a time (every step reads what the fused kernel appended to the caches);
+--   attention_rope folds rope_kv into attention_decode in those steps (no rope_kv dispatch left, one
+--   attention_decode per layer, one dispatch per layer fewer than with fusion=-attention_rope), with the
+--   logits of fusion=-attention_rope and of the unfused plan (precision=f32, same_logits; on lavapipe they are
+--   bit for bit those of rope_kv + attention_decode, which test_k_attention_rope.c checks per kernel), also
+--   after a 3-token pass (T <= 4 takes it too); fusion=-attention_rope leaves rope_kv;
 --   attention_decode's merge is in the kernel (no attention_reduce dispatch); the hints attention_lanes /
 --   attention_wg pick other variants with the same logits, and a value that does not suit the head_dim or
 --   the device is an error listing the valid ones.
@@ -17,23 +22,30 @@ local recipes = require "doppler.recipes"
 
 local PROMPT = { 2, 17, 5, 33, 8, 11, 4, 29, 3, 7, 19 }
 
--- Feeds PROMPT one token at a time; returns every step's logits (a list of rows) and the last T = 1 plan.
-local function steps(name, hint_list)
+-- Feeds PROMPT one token at a time (or its first `first` tokens as one pass, then one at a time); returns
+-- every pass's logits (a list of rows) and the last T = 1 plan's kernel names (and the first pass's).
+local function steps(name, hint_list, first)
   local path = check.fixtures .. "/models/" .. name
   local h = hints.new()
   for k, v in pairs(hint_list) do h:set(k, v, "test") end
   local m = doppler.open_model(path)
   local recipe = recipes.for_config(doppler.read_json(path .. "/config.json"), path)
   local s = session.open(recipe, m, { hints = h, context = 64 })
-  local rows = {}
-  for i = 1, #PROMPT do
+  local rows, i0, names0 = {}, 1, {}
+  if first then
+    s:feed(table.move(PROMPT, 1, first, 1, {}))
+    rows[1] = s:last_logits()
+    for i, k in ipairs(s.last_plan.kernel_log) do names0[i] = k:name() end
+    i0 = first + 1
+  end
+  for i = i0, #PROMPT do
     s:feed({ PROMPT[i] })
-    rows[i] = s:last_logits()
+    rows[#rows + 1] = s:last_logits()
   end
   local names = {}
   for i, k in ipairs(s.last_plan.kernel_log) do names[i] = k:name() end
   m:close()
-  return rows, names
+  return rows, names, names0
 end
 
 local function count(names, want)
@@ -67,8 +79,8 @@ local FAMILIES = {
 for _, f in ipairs(FAMILIES) do
   local name = f[1]
   check.case(name .. ": rope_kv" .. (f.sandwich and " and norm_add_norm" or "") .. " used, same logits as unfused", function()
-    local fused, kf = steps(name, {})
-    local plain, kp = steps(name, { fusion = "-rope_kv,-norm_add_norm" })
+    local fused, kf = steps(name, { fusion = "-attention_rope" })
+    local plain, kp = steps(name, { fusion = "-rope_kv,-norm_add_norm,-attention_rope" })
     local layers = doppler.read_json(check.fixtures .. "/models/" .. name .. "/config.json").num_hidden_layers
     check.eq(count(kf, "rope_kv"), layers, "rope_kv dispatches")
     check.eq(count(kf, "rope") + count(kf, "kv_append") + count(kf, "attention_reduce"), 0, "rope, kv_append, reduce left")
@@ -79,10 +91,31 @@ for _, f in ipairs(FAMILIES) do
     if f.norm then check.eq(count(kf, "rmsnorm"), count(kp, "rmsnorm") - 2 * layers - (f.sandwich and count(kf, "norm_add_norm") or 0),
                             "rmsnorm dispatches left") end
     check.truthy(#kf < #kp, ("fused %d dispatches, unfused %d"):format(#kf, #kp))
-    local fused32 = steps(name, { precision = "f32" })
-    local plain32 = steps(name, { precision = "f32", fusion = "-rope_kv,-norm_add_norm" })
+    local fused32 = steps(name, { precision = "f32", fusion = "-attention_rope" })
+    local plain32 = steps(name, { precision = "f32", fusion = "-rope_kv,-norm_add_norm,-attention_rope" })
     same_logits(plain32, fused32, name .. " (f32)")
     check.eq(#fused, #PROMPT, "default-mode steps")
+  end)
+
+  check.case(name .. ": attention_rope folds rope_kv into attention_decode, same logits", function()
+    local layers = doppler.read_json(check.fixtures .. "/models/" .. name .. "/config.json").num_hidden_layers
+    local fused, kf = steps(name, {})
+    local sep, ks = steps(name, { fusion = "-attention_rope" })
+    check.eq(count(kf, "rope_kv") + count(kf, "rope") + count(kf, "kv_append"), 0, "rope_kv, rope, kv_append left")
+    check.eq(count(kf, "attention_decode"), layers, "attention_decode dispatches")
+    check.eq(count(ks, "rope_kv"), layers, "fusion=-attention_rope keeps rope_kv")
+    check.eq(#kf, #ks - layers, ("one dispatch per layer fewer: %d against %d"):format(#kf, #ks))
+    check.eq(#fused, #sep, "default-mode passes")   -- the default mode's accuracy: the fixture tests
+    local plain32 = steps(name, { precision = "f32", fusion = "-rope_kv,-norm_add_norm,-attention_rope" })
+    local fused32 = steps(name, { precision = "f32" })
+    same_logits(plain32, fused32, name .. " attention_rope (f32)")
+    same_logits(steps(name, { precision = "f32", fusion = "-attention_rope" }), fused32, name .. " against rope_kv (f32)")
+    -- a 3-token pass first (T <= 4: the rule applies there too), then one token at a time
+    local f3, _, k3 = steps(name, { precision = "f32" }, 3)
+    local p3 = steps(name, { precision = "f32", fusion = "-rope_kv,-norm_add_norm,-attention_rope" }, 3)
+    check.eq(count(k3, "rope_kv") + count(k3, "kv_append"), 0, "rope_kv, kv_append in the 3-token pass")
+    check.eq(count(k3, "attention_decode"), layers, "attention_decode in the 3-token pass")
+    same_logits(p3, f3, name .. " 3-token pass (f32)")
   end)
 end
 

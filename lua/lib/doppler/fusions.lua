@@ -339,6 +339,35 @@ M.register {
   end,
 }
 
+-- ---- attention_rope: rope_kv folded into attention_decode (one dependent dispatch less per layer) ----------
+-- attention(rope_kv(q, k, v, ...), view(k), v, pos, cache)  ->  one attention node whose kernel
+-- (attention_decode.comp with DP_ROPE_QK) does rope_kv's work itself: each workgroup norms and rotates its q
+-- rows and the new keys it reads in registers / shared memory, and chunk 0's workgroup of each (kv head,
+-- token) appends k, v to the caches. Decode-sized passes only (T <= 4, the attention_decode kernel); runs after
+-- rope_kv and needs it (so the append-before-attention order is already known safe: no query reads a slot
+-- of this call's tokens). Not where attention would not take attention_decode (hint attention_decode=basic,
+-- head_dim not a multiple of 8 or above 256, heads not a multiple of the kv heads).
+M.register {
+  name = "attention_rope", op = "attention",
+  apply = function(n, ctx)
+    if decode_sized(ctx) ~= true or not n.attrs.kv_appended or n.attrs.rope then return end
+    if (ctx.hints.attention_decode or "auto") == "basic" then return end
+    local r, kview, v, pos, kc, vc = table.unpack(n.inputs)
+    if r.op ~= "rope_kv" or kview.op ~= "view" or r.is_output or kview.is_output then return end
+    if not (ctx.only_reader(r, n) and ctx.only_reader(kview, n)) then return end
+    local xq, xk, rv, rpos, freq, rkc, rvc, qw, kw = table.unpack(r.inputs)
+    if kview.inputs[1] ~= xk or rv ~= v or rpos ~= pos or rkc ~= kc or rvc ~= vc then return end
+    local D, Hq, Hkv = n.shape[3], n.shape[2], xk.shape[2]
+    if type(D) ~= "number" or type(Hq) ~= "number" or type(Hkv) ~= "number" then return end
+    if D % 8 ~= 0 or D > 256 or Hq % Hkv ~= 0 then return end
+    local attrs = {}
+    for key, val in pairs(n.attrs) do attrs[key] = val end
+    attrs.rope = { norm = r.attrs.norm, eps = r.attrs.eps, offset = r.attrs.offset }
+    n.attrs = attrs
+    n.inputs = { xq, xk, v, pos, kc, vc, freq, qw, kw }
+  end,
+}
+
 -- x + rmsnorm(a; w1) feeding add_rmsnorm (Gemma's post-norm, residual add and the next pre-norm)  ->  one
 -- norm_add_norm kernel (shaders/norm/norm_add_norm.comp) writing the residual stream y and the normed h.
 -- Runs after add_rmsnorm (it rewrites that rule's nodes); both norm weights must share a dtype.

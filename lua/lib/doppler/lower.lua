@@ -387,13 +387,16 @@ end
 local ATTN_MAX_CHUNKS = 64     -- attention_decode.comp's MAX_CHUNKS
 local ATTN_SHARED = 32768      -- the least maxComputeSharedMemorySize of the devices served (lavapipe)
 
--- attention_decode.comp's shared memory for a variant, in bytes (red_ml, the shared array sh, last_s)
-local function decode_shared(wg, lk, D, G)
+-- attention_decode.comp's shared memory for a variant, in bytes (red_ml, the shared array sh, last_s); with
+-- nl (the DP_ROPE_QK variant, rmsnorm's nl lanes per row) sh also holds the prologue's rows, plus norm_red
+local function decode_shared(wg, lk, D, G, nl)
   local ncl = wg // lk
-  return 4 * (ncl * G * 2 + math.max(ncl * D, 2 * G * ATTN_MAX_CHUNKS + G)) + 4
+  local sh = math.max(ncl * D, 2 * G * ATTN_MAX_CHUNKS + G)
+  if nl then sh = math.max(sh, (wg // nl + G + 4) * D) end
+  return 4 * (ncl * G * 2 + sh) + 4 + (nl and 4 * wg or 0)
 end
 
-local function decode_variant(ctx, D, vec, G, hints)
+local function decode_variant(ctx, D, vec, G, hints, nl)
   local sg = subgroup_size(ctx)
   local valid = {}
   local l = 1
@@ -413,8 +416,8 @@ local function decode_variant(ctx, D, vec, G, hints)
                  tostring(hl), D, sg, list(valid))
     end
   end
-  local wg = math.max(128, lk)
-  if lk <= 256 and decode_shared(256, lk, D, G) <= ATTN_SHARED then wg = 256 end
+  local wg = math.max(128, lk, nl or 1)
+  if lk <= 256 and decode_shared(256, lk, D, G, nl) <= ATTN_SHARED then wg = 256 end
   local hw = hints.attention_wg or "auto"
   if hw ~= "auto" then
     wg = math.tointeger(tonumber(hw))
@@ -425,7 +428,11 @@ local function decode_variant(ctx, D, vec, G, hints)
                  tostring(hw), lk, list(ok_wg))
     end
   end
-  local bytes = decode_shared(wg, lk, D, G)
+  if nl and (wg < nl or wg % nl ~= 0) then   -- attention_rope: the prologue's rows need nl lanes each
+    Graph.fail("attention_rope: workgroup %d cannot hold rows of %d lanes (head_dim %d): raise attention_wg " ..
+               "or turn the fusion off (--hint fusion=-attention_rope)", wg, nl, D)
+  end
+  local bytes = decode_shared(wg, lk, D, G, nl)
   if bytes > ATTN_SHARED then
     Graph.fail("attention_decode: workgroup %d with %d lanes per key row needs %d bytes of shared memory for " ..
                "head_dim %d (at most %d): raise attention_lanes or lower attention_wg", wg, lk, bytes, D, ATTN_SHARED)
@@ -437,7 +444,56 @@ local function decode_variant(ctx, D, vec, G, hints)
   return lk, wg, uk
 end
 
+-- ---- attention_rope (fusions.lua): rope_kv's work in attention_decode's dispatch (DP_ROPE_QK) --------------
+-- n.inputs: q, k, v (the projections, unrotated), pos, kc, vc, inv_freq[, qw, kw]; n.attrs.rope = { norm, eps,
+-- offset }. The dispatch is attention_decode's; push and spec constants as its header says for DP_ROPE_QK.
+local function attention_rope(ctx, n)
+  local q, k, v, pos, kc, vc, freq, qw, kw = table.unpack(n.inputs)
+  local T, Hq, D = n.bshape[1], n.bshape[2], n.bshape[3]
+  local Hkv, cap = k.bshape[2], kc.bshape[2]
+  local kv_f16 = kc.etype == "f16"
+  local vec = kv_f16 and 8 or 4
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  if (k.row_stride or 0) ~= (v.row_stride or 0) then
+    Graph.fail("attention_rope at %s: k and v have different row strides (%s, %s)", n.where,
+               tostring(k.row_stride or "contiguous"), tostring(v.row_stride or "contiguous"))
+  end
+  if T > 4 or D % vec ~= 0 or D > 256 or Hq % Hkv ~= 0 or (hints.attention_decode or "auto") == "basic" then
+    Graph.fail("attention_rope at %s: T %d, head_dim %d, heads %d/%d do not suit attention_decode " ..
+               "(--hint fusion=-attention_rope)", n.where, T, D, Hq, Hkv)
+  end
+  local rope = n.attrs.rope
+  local defs = { "DP_ROPE_QK" }
+  if kv_f16 then defs[#defs + 1] = "DP_KV_F16" end
+  if rope.norm then
+    defs[#defs + 1] = "DP_QK_NORM"
+    defs[#defs + 1] = ctx.weight_define(qw.etype, qw.attrs.name)
+  end
+  local nl = norm_layout(D, 1)   -- rope_kv's lanes per row (rmsnorm's), so the norm sums in its order
+  local window = n.attrs.window or 0
+  local max_keys = (window > 0) and math.min(window, cap) or cap
+  local lk, wg, uk = decode_variant(ctx, D, vec, Hq // Hkv, hints, nl)
+  local min_chunk = hints.attention_min_chunk or 0
+  if min_chunk == 0 then min_chunk = (wg // lk) * uk end
+  local splits = hints.attention_splits or 0
+  if splits == 0 then splits = math.max(1, 256 // (Hkv * T)) end
+  local n_chunks = math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
+  local consts = { WG = wg, D = D, G = Hq // Hkv, LK = lk, UK = uk, MINC = min_chunk, ROT = 2 * freq.bshape[1], NL = nl }
+  if rope.norm then consts.EPS, consts.WOFF = rope.eps, rope.offset end
+  local push = {
+    q = ctx.t(q), k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos), o = ctx.t(n),
+    part_o = attn_scratch(ctx, T * Hq * n_chunks * D), part_ml = attn_scratch(ctx, T * Hq * n_chunks * 2),
+    counter = attn_counter(ctx, T * Hkv), inv_freq = ctx.t(freq),
+    cap = cap, window = window, scale = n.attrs.scale, softcap = n.attrs.softcap or 0,
+    q_stride = q.row_stride or 0, kv_stride = k.row_stride or 0,
+  }
+  if rope.norm then push.qw, push.kw = ctx.t(qw), ctx.t(kw) end
+  local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(defs), consts)
+  ctx.dispatch(kd, Hkv, n_chunks, T, push)
+end
+
 R.attention = function(ctx, n)
+  if n.attrs.rope then return attention_rope(ctx, n) end
   local q, k, v, pos, kc, vc = table.unpack(n.inputs)
   local T, Hq, D = q.bshape[1], q.bshape[2], q.bshape[3]
   local Hkv, cap = k.bshape[2], kc.bshape[2]
