@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "k_gpu.h"
+#include "k_qkv.h"
 
 typedef struct rkv_case {
     uint32_t T, Hq, Hkv, D, rot, cap, pos0;
@@ -67,49 +68,15 @@ static dp_kernel *kernel(kg_ctx *c, const char *file, const char **defs, uint32_
     return out;
 }
 
-typedef struct bufs {
-    dp_gtensor *fused, *q, *k, *v, *kc, *vc;
-    uint32_t    q_stride, kv_stride;
-} bufs;
+typedef kqkv_bufs bufs;
 
-/* q [T, Hq, D], k, v [T, Hkv, D] on the device (separate, or slices of one [T, (Hq + 2 Hkv) D] tensor) and
-** the caches. */
 static bufs bufs_make(kg_ctx *c, const rkv_case *rc, const float *q, const float *k, const float *v,
                       const float *kc, const float *vc)
 {
-    dp_dtype adt = rc->act_f16 ? DP_F16 : DP_F32, kvt = rc->kv_f16 ? DP_F16 : DP_F32;
-    uint32_t T = rc->T, nq = rc->Hq * rc->D, nk = rc->Hkv * rc->D;
-    uint64_t nc = (uint64_t)rc->Hkv * rc->cap * rc->D;
-    bufs b = {0};
-    b.kc = kg_upload(c, kvt, kc, nc);
-    b.vc = kg_upload(c, kvt, vc, nc);
-    if (!rc->strided) {
-        b.q = kg_upload(c, adt, q, (uint64_t)T * nq);
-        b.k = kg_upload(c, adt, k, (uint64_t)T * nk);
-        b.v = kg_upload(c, adt, v, (uint64_t)T * nk);
-        return b;
-    }
-    uint32_t row = nq + 2 * nk;
-    float *f = malloc((uint64_t)T * row * 4);
-    assert_non_null(f);
-    for (uint32_t t = 0; t < T; t++) {
-        memcpy(f + (uint64_t)t * row, q + (uint64_t)t * nq, nq * 4);
-        memcpy(f + (uint64_t)t * row + nq, k + (uint64_t)t * nk, nk * 4);
-        memcpy(f + (uint64_t)t * row + nq + nk, v + (uint64_t)t * nk, nk * 4);
-    }
-    b.fused = kg_upload(c, adt, f, (uint64_t)T * row);
-    free(f);
-    dp_err e = {0};
-    uint64_t es = rc->act_f16 ? 2 : 4, shq[1] = {(uint64_t)(T - 1) * row + nq}, shk[1] = {(uint64_t)(T - 1) * row + nk};
-    if (dp_gtensor_view(b.fused, 0, adt, 1, shq, &b.q, &e) != DP_OK ||
-        dp_gtensor_view(b.fused, nq * es, adt, 1, shk, &b.k, &e) != DP_OK ||
-        dp_gtensor_view(b.fused, (nq + nk) * es, adt, 1, shk, &b.v, &e) != DP_OK)
-        fail_msg("view: %s", e.msg);
-    b.q_stride = b.kv_stride = row;
-    return b;
+    const kqkv_shape s = {rc->T, rc->Hq, rc->Hkv, rc->D, rc->cap, rc->act_f16, rc->kv_f16, rc->strided};
+    return kqkv_make(c, &s, q, k, v, kc, vc);
 }
 
-/* q and k back as contiguous [T, H, D] arrays. */
 static void bufs_read(const rkv_case *rc, const bufs *b, float *q, float *k)
 {
     uint32_t T = rc->T, nq = rc->Hq * rc->D, nk = rc->Hkv * rc->D;
@@ -129,15 +96,7 @@ static void bufs_read(const rkv_case *rc, const bufs *b, float *q, float *k)
     free(f);
 }
 
-static void bufs_free(bufs *b)
-{
-    dp_gtensor_release(b->q);
-    dp_gtensor_release(b->k);
-    dp_gtensor_release(b->v);
-    dp_gtensor_release(b->kc);
-    dp_gtensor_release(b->vc);
-    dp_gtensor_release(b->fused);
-}
+#define bufs_free kqkv_free
 
 static uint32_t defines(const char **defs, const rkv_case *rc, bool with_w)
 {
