@@ -271,6 +271,61 @@ local function matrix_weight(ctx, w, hints)
   return ctx.t(w), qdef, w.etype
 end
 
+-- gemm_cm (matmul/gemm_cm.comp): the tiled product on cooperative matrices, for prefill-sized T where the
+-- device has VK_NV_cooperative_matrix with f16 tiles (caps.coopmat_shape) and x and W are f16. Tiles are
+-- BM x BN with one subgroup per 32 x 32 of it; hint gemm_cm_tile picks one, auto the largest that still
+-- gives the GPU >= 256 workgroups (a 256-token chunk of Gemma 3 1B: 64 x 64 everywhere).
+local CM_TILES = { "128x128", "64x128", "128x64", "64x64" }
+
+-- Why gemm_cm cannot take this linear, or nil when it can.
+local function gemm_cm_refusal(ctx, qdef, wtype, x, K, b)
+  if ctx.cm == nil then
+    local c = ctx.dev:caps()
+    ctx.cm = (c.coopmat_nv and c.subgroup_size == 32 and c.coopmat_shape) or false
+  end
+  if not ctx.cm then return "the device has no VK_NV_cooperative_matrix f16 tiles with 32-wide subgroups" end
+  if qdef or wtype ~= "f16" then return ("its weight is %s, not f16"):format(qdef and "quantised" or wtype) end
+  if x.etype ~= "f16" then return ("its activations are %s, not f16"):format(x.etype) end
+  if K % 8 ~= 0 then return ("K = %d is not a multiple of 8"):format(K) end
+  if b and b.etype ~= "f16" and b.etype ~= "f32" then return ("its bias is %s"):format(b.etype) end
+  return nil
+end
+
+local function emit_gemm_cm(ctx, defs, b, T, N, push)
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local tile = hints.gemm_cm_tile or "auto"
+  if tile == "auto" then
+    for _, t in ipairs(CM_TILES) do
+      local bm, bn = t:match("(%d+)x(%d+)")
+      tile = t
+      if ceil_div(N, tonumber(bn)) * ceil_div(T, tonumber(bm)) >= 256 then break end
+    end
+  end
+  local bm, bn = tile:match("(%d+)x(%d+)")
+  bm, bn = tonumber(bm), tonumber(bn)
+  local sgm, sgn = bm // 32, bn // 32
+  local cm = ctx.cm
+  -- shared memory (gemm_cm.comp's header): the x and W slices, padded, and one staging tile per subgroup
+  local function shared(k) return 2 * (bm + bn) * (k + 8) + 4 * sgm * sgn * cm[1] * cm[2] end
+  local limit = ctx.dev:caps().max_shared_memory
+  local bk = hints.gemm_cm_bk or 0
+  if bk == 0 then   -- auto: 64 where it fits (on the H100, 512-token prefill: 15.6 ms against 17.9 at 128, 24.7 at 32)
+    bk = shared(64) <= limit and 64 or 32
+  end
+  if shared(bk) > limit then
+    Graph.fail("hints gemm_cm_tile=%s gemm_cm_bk=%d need %d bytes of shared memory; the device has %d",
+               tile, bk, shared(bk), limit)
+  end
+  defs = { table.unpack(defs) }
+  defs[#defs + 1] = "DP_CM_M=" .. cm[1]
+  defs[#defs + 1] = "DP_CM_N=" .. cm[2]
+  defs[#defs + 1] = "DP_CM_K=" .. cm[3]
+  if b and b.etype == "f32" then defs[#defs + 1] = "DP_BIAS_F32" end
+  local k = ctx.kernel("matmul/gemm_cm.comp", ctx.defines(defs),
+                       { WG = 32 * sgm * sgn, BM = bm, BN = bn, BK = bk, SGM = sgm, SGN = sgn })
+  ctx.dispatch(k, ceil_div(N, bn), ceil_div(T, bm), 1, push)
+end
+
 -- y = x · Wᵀ (+ b) into node y. Float weights use the GEMV kernel at every T (W streamed once per 4 tokens:
 -- on the H100 it beat the tiled GEMM for 32- and 512-token prompts, docs/BENCHMARKS.md); quantised weights
 -- use GEMV up to 4 tokens and the tiled GEMM beyond. hint matmul=gemm|gemv forces one. An output type other
@@ -300,7 +355,13 @@ local function emit_linear(ctx, x, w, b, y)
   if b then push.bias = ctx.t(b) end
   if qdef then push.w_row_blocks = row_blocks(wt) end
   local mode = hints.matmul or "auto"
-  if mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
+  local cm_no = gemm_cm_refusal(ctx, qdef, wtype, x, K, b)
+  if mode == "coopmat" and cm_no then
+    Graph.fail("hint matmul=coopmat: %s cannot use gemm_cm: %s", w.attrs.name, cm_no)
+  end
+  if mode == "coopmat" or (mode == "auto" and T > 4 and not cm_no) then
+    emit_gemm_cm(ctx, defs, b, T, N, push)
+  elseif mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
     local tt = math.min(T, 4)
     local wg, rows = M.gemv_params(ctx, qdef ~= nil)
     local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
@@ -544,7 +605,8 @@ R.attention = function(ctx, n)
     -- rows = (token, q head) pairs of one kv head; LANES lanes per row, BR rows per workgroup; K/V tiles
     -- of BC keys in shared memory (2 * BC * D * KV bytes <= 16 KiB)
     local lanes = math.min(sg, math.max(1, D // 32))
-    local br = 16
+    local br = hints.attention_prefill_rows or 0
+    if br == 0 then br = 16 end
     local bc = math.min(64, (kv_f16 and 4096 or 2048) // D)
     push.o = ctx.t(n)
     local kp = ctx.kernel("attention/attention_prefill.comp", ctx.defines(kvdef),
