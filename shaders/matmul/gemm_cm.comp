@@ -16,12 +16,16 @@
 // or N and k past K load zeros; the epilogue stores each accumulator to a per-subgroup f32 staging tile in
 // shared memory and writes the in-range elements (plus bias, converted to the output type).
 //
+// DP_SPLITK (lower.lua, where the tiles alone cannot fill the GPU: a K loop of slices is a chain of memory
+// round trips, ~1.7 us each on the H100, so few workgroups with long K loops leave it idle): the grid's z
+// splits K into parts of k_split elements (whole slices); each part's f32 tile goes to `part`, and the last
+// workgroup of a tile (counter) adds the parts in order.
 // Needs: K % 8 == 0 (whole 16-byte vectors of a row), subgroup size 32 (WG = 32 * SGM * SGN), a device with
 // VK_NV_cooperative_matrix and an f16 x f16 -> f32 shape DP_CM_M x DP_CM_N x DP_CM_K (caps.coopmat_shape);
 // lower.lua checks all of it and falls back to gemm.comp / gemv.comp otherwise. Lavapipe has no cooperative
 // matrices: this kernel's test (tests/lua/test_gemm_cm.lua) runs where the device has them (the H100).
 //
-// Dispatch: (ceil(N / BN), ceil(T / BM), 1).
+// Dispatch: (ceil(N / BN), ceil(T / BM), splits) (splits = 1 without DP_SPLITK).
 // Push (by name):
 //   x         f16  [T, x_stride]      activations (token-major)
 //   w         f16  [N, K]             weights
@@ -30,6 +34,9 @@
 //   T, N, K   uint                    shape
 //   x_stride  uint                    elements between tokens of x; 0 = K
 //   y_stride  uint                    elements between tokens of y; 0 = N
+//   part      f32 [tiles * splits * BM * BN]   DP_SPLITK: partial tiles (tile = y * groups.x + x)
+//   counter   u32 [tiles]             DP_SPLITK: zero between dispatches (the kernel resets what it used)
+//   k_split   uint                    DP_SPLITK: K elements per split, a multiple of BK
 // Spec constants (by name): WG (local_size_x_id = 0) = 32 * SGM * SGN; BM, BN tile (multiples of SGM * DP_CM_M
 //   and SGN * DP_CM_N); BK K slice (a multiple of DP_CM_K and of 8); SGM, SGN subgroups along m and n.
 //   Shared memory: 2 * (BM + BN) * (BK + 8) + 4 * (WG / 32) * DP_CM_M * DP_CM_N bytes (64 x 64 x 32: 14 KiB).
@@ -61,6 +68,11 @@ layout(constant_id = 3) const uint BK  = 32;
 layout(constant_id = 4) const uint SGM = 2;
 layout(constant_id = 5) const uint SGN = 2;
 
+#ifdef DP_SPLITK
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer F32Coh { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer U32Coh { uint v[]; };
+#endif
+
 layout(push_constant) uniform Push {
     F16In   x;
     F16In   w;
@@ -69,6 +81,11 @@ layout(push_constant) uniform Push {
     F32In   bias;
 #elif defined(DP_BIAS)
     F16In   bias;
+#endif
+#ifdef DP_SPLITK
+    F32Coh  part;
+    U32Coh  counter;
+    uint    k_split;
 #endif
     uint T;
     uint N;
@@ -88,6 +105,7 @@ const uint LB  = (BN * VR + WG - 1u) / WG;   // W vectors each thread copies per
 shared uvec4 As[BM * SR];              // [BM][SR]: x slice, row-major (token, k)
 shared uvec4 Bs[BN * SR];              // [BN][SR]: W slice = Wᵀ slice column-major
 shared float Cs[(WG / 32u) * LM * LN];  // one staging tile per subgroup (epilogue)
+shared bool last_s;                    // DP_SPLITK: this workgroup sums the tile's partials
 
 // 8 consecutive halves of row `row` of a [rows, stride] f16 matrix from element k, as one 16-byte vector;
 // zeros where the row is out of range. `vec`: base and stride allow a single aligned 16-byte load.
@@ -114,6 +132,12 @@ void main()
     const uint ys = p.y_stride != 0u ? p.y_stride : N;
     const bool xvec = (uint64_t(p.x) & 15ul) == 0ul && (xs & 7u) == 0u;
     const bool wvec = (uint64_t(p.w) & 15ul) == 0ul;  // K % 8 == 0
+#ifdef DP_SPLITK
+    // this workgroup's part of K: [kb, ke), whole slices
+    const uint kb = gl_WorkGroupID.z * p.k_split, ke = min(K, kb + p.k_split);
+#else
+    const uint kb = 0u, ke = K;
+#endif
 
     fcoopmatNV<32, gl_ScopeSubgroup, LM, LN> acc[CR][CC];
     for (uint i = 0u; i < CR; ++i)
@@ -123,14 +147,14 @@ void main()
     uvec4 ra[LA], rb[LB];
     for (uint i = 0u; i < LA; ++i) {
         const uint e = tid + i * WG, r = e / VR, c = e % VR;
-        ra[i] = (e < BM * VR && c * 8u < K) ? load8(uint64_t(p.x), m0 + r, T, xs, c * 8u, xvec) : uvec4(0u);
+        ra[i] = (e < BM * VR && kb + c * 8u < ke) ? load8(uint64_t(p.x), m0 + r, T, xs, kb + c * 8u, xvec) : uvec4(0u);
     }
     for (uint i = 0u; i < LB; ++i) {
         const uint e = tid + i * WG, r = e / VR, c = e % VR;
-        rb[i] = (e < BN * VR && c * 8u < K) ? load8(uint64_t(p.w), n0 + r, N, K, c * 8u, wvec) : uvec4(0u);
+        rb[i] = (e < BN * VR && kb + c * 8u < ke) ? load8(uint64_t(p.w), n0 + r, N, K, kb + c * 8u, wvec) : uvec4(0u);
     }
 
-    for (uint k0 = 0u; k0 < K; k0 += BK) {
+    for (uint k0 = kb; k0 < ke; k0 += BK) {
         barrier();                                   // the previous slice's tiles are consumed
         for (uint i = 0u; i < LA; ++i) {
             const uint e = tid + i * WG;
@@ -143,16 +167,16 @@ void main()
         barrier();
         // Issue the next slice's loads now: they travel while the matrix units work on this one.
         const uint k1 = k0 + BK;
-        if (k1 < K) {
+        if (k1 < ke) {
             for (uint i = 0u; i < LA; ++i) {
                 const uint e = tid + i * WG, r = e / VR, c = e % VR;
                 const uint k = k1 + c * 8u;
-                ra[i] = (e < BM * VR && k < K) ? load8(uint64_t(p.x), m0 + r, T, xs, k, xvec) : uvec4(0u);
+                ra[i] = (e < BM * VR && k < ke) ? load8(uint64_t(p.x), m0 + r, T, xs, k, xvec) : uvec4(0u);
             }
             for (uint i = 0u; i < LB; ++i) {
                 const uint e = tid + i * WG, r = e / VR, c = e % VR;
                 const uint k = k1 + c * 8u;
-                rb[i] = (e < BN * VR && k < K) ? load8(uint64_t(p.w), n0 + r, N, K, k, wvec) : uvec4(0u);
+                rb[i] = (e < BN * VR && k < ke) ? load8(uint64_t(p.w), n0 + r, N, K, k, wvec) : uvec4(0u);
             }
         }
         for (uint kk = 0u; kk < BK; kk += LK) {
@@ -167,6 +191,39 @@ void main()
         }
     }
 
+#ifdef DP_SPLITK
+    // Split K: every workgroup of the tile stores its f32 partial tile; the last to finish (atomic counter,
+    // reset by it for the next replay) sums the partials in split order (deterministic) and writes y.
+    const uint nz = gl_NumWorkGroups.z;
+    if (nz > 1u) {
+        const uint ti = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+        const uint pb = (ti * nz + gl_WorkGroupID.z) * BM * BN;
+        for (uint i = 0u; i < CR; ++i)
+            for (uint j = 0u; j < CC; ++j)
+                coopMatStoreNV(acc[i][j], p.part.v, pb + (sm * CR + i) * LM * BN + (sn * CC + j) * LN, BN, false);
+        memoryBarrierBuffer();
+        barrier();
+        if (tid == 0u) {
+            const bool last = atomicAdd(p.counter.v[ti], 1u) == nz - 1u;
+            if (last) atomicExchange(p.counter.v[ti], 0u);
+            last_s = last;
+        }
+        barrier();
+        if (!last_s) return;
+        memoryBarrierBuffer();
+        for (uint e = tid; e < BM * BN; e += WG) {
+            const uint m = m0 + e / BN, n = n0 + e % BN;
+            if (m >= T || n >= N) continue;
+            float v = 0.0;
+            for (uint z = 0u; z < nz; ++z) v += p.part.v[(ti * nz + z) * BM * BN + e];
+#ifdef DP_BIAS
+            v += float(p.bias.v[n]);
+#endif
+            out_store(p.y, m * ys + n, v);
+        }
+        return;
+    }
+#endif
     // Epilogue: through this subgroup's staging tile, so that edges, bias and the output type are per element.
     const uint cs = sg * LM * LN;
     for (uint i = 0u; i < CR; ++i) {

@@ -3,7 +3,8 @@
 -- file there): every tile shape, against a Lua matmul, on shapes with partial tiles in T, N and K, a bias of
 -- either type, f32 output and a strided x. The values are small multiples of 1/4 (x) and 1/64 (W), so x, W
 -- and every partial sum are exact in f32 whatever the summation order: the only error left is the output's
--- rounding to f16 (one half ulp, checked) or none (f32 output, checked at 1e-6).
+-- rounding to f16 (one half ulp, checked) or none (f32 output, checked at 1e-6). Split K (partial tiles summed
+-- by the last workgroup) is checked the same way, after two runs of the plan (its counters must reset).
 -- Where the device has none (lavapipe): auto must not pick gemm_cm, and hint matmul=coopmat must fail
 -- with a message that says why.
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
@@ -43,9 +44,11 @@ local function run(T, N, K, opts)
   h:set("matmul", opts.matmul or "auto", "test")
   h:set("gemm_cm_tile", opts.tile or "auto", "test")
   h:set("gemm_cm_bk", opts.bk or 0, "test")
+  h:set("gemm_cm_splits", opts.splits or 0, "test")
   local p = plan.compile(dev, g, { T = T, act = "f16", kv = "f16", hints = h, weights = weights,
                                    inputs = { x = xt }, states = {}, constants = function() end })
-  p:run()
+  -- replayed: a split-K tile's counter must be back at zero for the second run to merge correctly
+  for _ = 1, opts.runs or 1 do p:run() end
   local names = {}
   for i, k in ipairs(p.kernel_log) do names[i] = k:name() end
   local y = p:output("y"):download()
@@ -85,7 +88,7 @@ if caps.coopmat_nv then
     { 130, 64, 264 },       -- K a multiple of 8 but not of the 32-wide slice
     { 256, 136, 96 },       -- several token tiles
   }
-  for _, tile in ipairs { "64x64", "64x128", "128x64", "128x128" } do
+  for _, tile in ipairs { "32x32", "32x64", "64x32", "64x64", "64x128", "128x64", "128x128" } do
     for _, sh in ipairs(shapes) do
       local T, N, K = sh[1], sh[2], sh[3]
       check.case(("gemm_cm %s T=%d N=%d K=%d"):format(tile, T, N, K), function()
@@ -103,6 +106,18 @@ if caps.coopmat_nv then
         compare(y, want, "f16", "bk " .. bk)
       end)
     end
+  end
+  -- split K: parts of whole slices, an uneven last part, every tile shape's merge, and a replay
+  for _, c in ipairs {
+    { 64, 72, 1152, 2, "64x64" }, { 37, 200, 1152, 4, "64x128" }, { 70, 40, 264, 4, "32x32" },
+    { 130, 136, 1024, 16, "128x64" }, { 9, 300, 96, 8, "64x64" },
+  } do
+    local T, N, K, S, tile = table.unpack(c)
+    check.case(("gemm_cm split K: %s T=%d N=%d K=%d splits=%d, run twice"):format(tile, T, N, K, S), function()
+      local y, want = run(T, N, K, { matmul = "coopmat", tile = tile, splits = S, bk = 32, runs = 2,
+                                     bias = "f32" })
+      compare(y, want, "f16", "split " .. S)
+    end)
   end
   check.case("gemm_cm: f16 bias, f32 output, strided x", function()
     local y, want = run(33, 100, 64, { matmul = "coopmat", bias = "f16", out = "f32", stride = 72 })
@@ -135,6 +150,6 @@ end
 check.case("gemm_cm_tile values", function()
   local h = hints.new()
   check.eq(h:get("gemm_cm_tile"), "auto", "default")
-  check.truthy(not pcall(h.set, h, "gemm_cm_tile", "32x32", "test"), "32x32 rejected")
+  check.truthy(not pcall(h.set, h, "gemm_cm_tile", "16x16", "test"), "16x16 rejected")
 end)
 check.done()

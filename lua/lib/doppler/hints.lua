@@ -21,7 +21,7 @@ M.known = {
                     doc = "decode steps per submit, run by the GPU itself (sample, stop check, next step: doppler.loop); 1: one submit per token" },
   matmul        = { values = { "auto", "gemv", "gemm", "coopmat" }, default = "auto",
                     doc = "matrix kernel for T > 1 (auto: for T > 4 gemm_cm on cooperative matrices where the device has them and x, W are f16; else gemv for float weights, which beat the tiled gemm at every T measured on the H100, gemm_q for quantised ones; coopmat: gemm_cm at every T, an error where it cannot run)" },
-  gemm_cm_tile  = { values = { "auto", "64x64", "64x128", "128x64", "128x128" }, default = "auto",
+  gemm_cm_tile  = { values = { "auto", "32x32", "32x64", "64x32", "64x64", "64x128", "128x64", "128x128" }, default = "auto",
                     doc = "gemm_cm: tokens x outputs per workgroup (auto: the largest giving >= 256 workgroups)" },
   weight_quant  = { values = { "keep", "dequant" }, default = "keep",
                     doc = "quantised weights: keep the blocks on the device (GPU kernels decode them) or dequantise at load" },
@@ -65,6 +65,8 @@ M.known.gemv_q_rows = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
                         doc = "quantised GEMV: rows of W per workgroup (0: 4)" }
 M.known.gemm_cm_bk = { kind = "int", choices = { 0, 32, 64, 128 }, default = 0,
                         doc = "gemm_cm: K slice staged per step (0: 64 where its shared memory fits the device, else 32)" }
+M.known.gemm_cm_splits = { kind = "int", choices = { 0, 1, 2, 4, 8, 16 }, default = 0,
+                        doc = "gemm_cm: parts K is split into, each its own workgroup, summed by the last (0: auto, doubling while the grid has < 128 workgroups and each part keeps >= 3 K slices, or a part has > 32 slices; 1: off)" }
 M.known.attention_prefill_rows = { kind = "int", choices = { 0, 4, 8, 16, 32 }, default = 0,
                         doc = "tiled flash prefill (attention_prefill.comp): (token, q head) rows per workgroup (0: 16); fewer rows, more workgroups" }
 M.known.lm_head_groups = { kind = "int", min = 0, default = 0,

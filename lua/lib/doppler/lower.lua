@@ -89,7 +89,8 @@ end
 M.row_blocks = row_blocks
 
 function M.context(dev, plan, env)
-  local ctx = { dev = dev, plan = plan, env = env, dispatches = 0, kernels = {} }
+  local ctx = { dev = dev, plan = plan, env = env, dispatches = 0, kernels = {}, kernel_desc = {},
+                profile_shapes = os.getenv("DOPPLER_PROFILE_SHAPES") == "1" }
   plan.kernel_log = {}   -- every dispatch's kernel, in order (tests check which kernels a fusion left)
 
   function ctx.t(node) return plan.tensors[node] end
@@ -119,11 +120,30 @@ function M.context(dev, plan, env)
     if not k then
       k = dev:kernel { file = file, defines = defines, constants = constants }
       ctx.kernels[key] = k
+      ctx.kernel_desc[k] = { file = file, defines = defines, constants = constants, key = key }
+    end
+    return k
+  end
+
+  -- DOPPLER_PROFILE_SHAPES=1: a matrix kernel (push members N or N0, and K) is profiled under
+  -- "name@NxK" (a pipeline of its own per shape), so that --profile and the bench scripts split a
+  -- kernel's GPU time by the shapes it runs at (which GEMV or GEMM costs what).
+  local function by_shape(kernel, push)
+    local n = push.N or (push.N0 and push.N0 + (push.N1 or 0) + (push.N2 or 0))
+    local d = ctx.kernel_desc[kernel]
+    if not (n and push.K and d) then return kernel end
+    local label = ("%s@%dx%d"):format(d.file:match("([^/]+)%.comp$") or d.file, n, push.K)
+    local key = d.key .. "|" .. label
+    local k = ctx.kernels[key]
+    if not k then
+      k = dev:kernel { file = d.file, defines = d.defines, constants = d.constants, name = label }
+      ctx.kernels[key] = k
     end
     return k
   end
 
   function ctx.dispatch(kernel, gx, gy, gz, push)
+    if ctx.profile_shapes then kernel = by_shape(kernel, push) end
     if plan.calls then
       -- loop mode (doppler.loop): the calls are recorded later, once per step of the chunk
       plan.calls[#plan.calls + 1] = { kernel = kernel, groups = { gx, gy, gz }, push = push }
@@ -273,9 +293,40 @@ end
 
 -- gemm_cm (matmul/gemm_cm.comp): the tiled product on cooperative matrices, for prefill-sized T where the
 -- device has VK_NV_cooperative_matrix with f16 tiles (caps.coopmat_shape) and x and W are f16. Tiles are
--- BM x BN with one subgroup per 32 x 32 of it; hint gemm_cm_tile picks one, auto the largest that still
--- gives the GPU >= 256 workgroups (a 256-token chunk of Gemma 3 1B: 64 x 64 everywhere).
-local CM_TILES = { "128x128", "64x128", "128x64", "64x64" }
+-- BM x BN with one subgroup per 32 x 32 of it; hint gemm_cm_tile picks one, auto the largest of CM_TILES that
+-- still gives the GPU >= 256 workgroups, else 64 x 64 (smaller tiles measured no faster on the H100), and K
+-- may be split (below).
+local CM_TILES = { "128x128", "64x128", "128x64", "64x64" }   -- auto's candidates; smaller ones by hint
+-- auto split K (H100, Gemma 3 1B 512-token prefill, per shape: docs/BENCHMARKS.md): splitting helps where
+-- the tiles leave the GPU idle (k/v projections, 32 tiles: 1.86 -> 1.33 ms in 4 parts) and where the K loop is
+-- long (down projection, 108 slices: 4.88 -> 4.29 ms in 4 parts), and costs elsewhere (the parts' f32 tiles
+-- are written and read again; gate/up in 2 parts: 6.7 -> 9.8 ms). So: double the parts while the grid has
+-- fewer than CM_FILL_GROUPS workgroups (each part keeping >= CM_MIN_SLICES slices) or a part has more than
+-- CM_MAX_SLICES slices.
+local CM_FILL_GROUPS, CM_MIN_SLICES, CM_MAX_SLICES = 128, 3, 32
+
+-- gemm_cm's split-K buffers, shared by every gemm_cm node of the plan (they run one after another): the
+-- partial tiles (f32, grown to the largest need) and the per-tile counters (zero between dispatches: the
+-- kernel resets what it used; from env.constants like attention_decode's, so no upload submit per plan).
+local function cm_splitk_buffers(ctx, part_count, tiles)
+  if not ctx.cm_part or ctx.cm_part:numel() < part_count then
+    ctx.cm_part = ctx.dev:tensor { dtype = "f32", shape = { part_count } }
+    ctx.plan.owned[#ctx.plan.owned + 1] = ctx.cm_part
+  end
+  local size = pow2_at_least(tiles, 64, 1 << 30)
+  if not ctx.cm_counter or ctx.cm_counter:numel() < size then
+    local zeros = {}
+    for i = 1, size do zeros[i] = 0 end
+    local t = ctx.env.constants and ctx.env.constants("doppler.gemm_cm_counter." .. size, zeros)
+    if not t then
+      t = ctx.dev:tensor { dtype = "u32", shape = { size } }
+      t:upload(zeros)
+      ctx.plan.owned[#ctx.plan.owned + 1] = t
+    end
+    ctx.cm_counter = t
+  end
+  return ctx.cm_part, ctx.cm_counter
+end
 
 -- Why gemm_cm cannot take this linear, or nil when it can.
 local function gemm_cm_refusal(ctx, qdef, wtype, x, K, b)
@@ -291,7 +342,7 @@ local function gemm_cm_refusal(ctx, qdef, wtype, x, K, b)
   return nil
 end
 
-local function emit_gemm_cm(ctx, defs, b, T, N, push)
+local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   local tile = hints.gemm_cm_tile or "auto"
   if tile == "auto" then
@@ -321,9 +372,27 @@ local function emit_gemm_cm(ctx, defs, b, T, N, push)
   defs[#defs + 1] = "DP_CM_N=" .. cm[2]
   defs[#defs + 1] = "DP_CM_K=" .. cm[3]
   if b and b.etype == "f32" then defs[#defs + 1] = "DP_BIAS_F32" end
+  -- split K where the tiles alone leave the GPU idle (each K slice is a memory round trip; gemm_cm.comp)
+  local gx, gy = ceil_div(N, bn), ceil_div(T, bm)
+  local slices = ceil_div(K, bk)
+  local splits = hints.gemm_cm_splits or 0
+  if splits == 0 then
+    splits = 1
+    while splits < 16 and ((gx * gy * splits < CM_FILL_GROUPS and slices // (2 * splits) >= CM_MIN_SLICES)
+                           or ceil_div(slices, splits) > CM_MAX_SLICES) do
+      splits = splits * 2
+    end
+  end
+  local k_split = ceil_div(slices, splits) * bk
+  splits = ceil_div(K, k_split)    -- no empty split
+  if splits > 1 then
+    defs[#defs + 1] = "DP_SPLITK"
+    push.part, push.counter = cm_splitk_buffers(ctx, gx * gy * splits * bm * bn, gx * gy)
+    push.k_split = k_split
+  end
   local k = ctx.kernel("matmul/gemm_cm.comp", ctx.defines(defs),
                        { WG = 32 * sgm * sgn, BM = bm, BN = bn, BK = bk, SGM = sgm, SGN = sgn })
-  ctx.dispatch(k, ceil_div(N, bn), ceil_div(T, bm), 1, push)
+  ctx.dispatch(k, gx, gy, splits, push)
 end
 
 -- y = x · Wᵀ (+ b) into node y. Float weights use the GEMV kernel at every T (W streamed once per 4 tokens:
@@ -360,7 +429,7 @@ local function emit_linear(ctx, x, w, b, y)
     Graph.fail("hint matmul=coopmat: %s cannot use gemm_cm: %s", w.attrs.name, cm_no)
   end
   if mode == "coopmat" or (mode == "auto" and T > 4 and not cm_no) then
-    emit_gemm_cm(ctx, defs, b, T, N, push)
+    emit_gemm_cm(ctx, defs, b, T, N, K, push)
   elseif mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
     local tt = math.min(T, 4)
     local wg, rows = M.gemv_params(ctx, qdef ~= nil)
