@@ -224,7 +224,9 @@ static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const cache
 static void gpu_prefill(kg_ctx *c, const flash_case *fc, float scale, const caches *g, const io *x,
                         dp_gtensor *out, uint32_t T)
 {
-    uint32_t lanes = min_u32(subgroup(c), fc->D >= 32 ? fc->D / 32 : 1);
+    /* lower.lua's auto choice: the largest power of two <= min(subgroup, D / 8) dividing D */
+    uint32_t lanes = 1;
+    while (lanes * 2 <= min_u32(subgroup(c), fc->D / 8) && fc->D % (lanes * 2) == 0) lanes *= 2;
     uint32_t bc = min_u32(64, (fc->kv_f16 ? 4096 : 2048) / fc->D);
     dp_kconst kc[4] = {{"WG", fc->br * lanes}, {"D", fc->D}, {"LANES", lanes}, {"BC", bc}};
     dp_dispatch d;

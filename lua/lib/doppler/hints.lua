@@ -67,6 +67,8 @@ M.known.gemm_cm_bk = { kind = "int", choices = { 0, 32, 64, 128 }, default = 0,
                         doc = "gemm_cm: K slice staged per step (0: 64 where its shared memory fits the device, else 32)" }
 M.known.gemm_cm_splits = { kind = "int", choices = { 0, 1, 2, 4, 8, 16 }, default = 0,
                         doc = "gemm_cm: parts K is split into, each its own workgroup, summed by the last (0: auto, doubling while the grid has < 128 workgroups and each part keeps >= 3 K slices, or a part has > 32 slices; 1: off)" }
+M.known.attention_prefill_lanes = { kind = "int", choices = { 0, 1, 2, 4, 8, 16, 32, 64 }, default = 0,
+                        doc = "tiled flash prefill: lanes per (token, q head) row, <= the subgroup size and dividing head_dim (0: the largest power of two <= min(subgroup, head_dim / 8) dividing head_dim)" }
 M.known.attention_prefill_rows = { kind = "int", choices = { 0, 4, 8, 16, 32 }, default = 0,
                         doc = "tiled flash prefill (attention_prefill.comp): (token, q head) rows per workgroup (0: 16); fewer rows, more workgroups" }
 M.known.lm_head_groups = { kind = "int", min = 0, default = 0,
