@@ -36,6 +36,9 @@ void dp_device_print_caps(FILE *f, const dp_device_caps *c)
     fprintf(f, "\n  arithmetic: fp16 %s  bf16 %s  int8 %s  int16 %s  int64 %s  int dot %s  coopmat %s\n",
             c->fp16 ? "yes" : "no", c->bf16 ? "yes" : "no", c->int8 ? "yes" : "no", c->int16 ? "yes" : "no",
             c->int64 ? "yes" : "no", c->integer_dot ? "yes" : "no", c->coopmat ? "yes" : "no");
+    if (c->coopmat_nv)
+        fprintf(f, "  cooperative matrix (NV, used by gemm_cm): f16 x f16 -> f32, %ux%ux%u per subgroup\n",
+                c->coopmat_m, c->coopmat_n, c->coopmat_k);
     fprintf(f, "  storage: 8-bit %s  16-bit %s  buffer device address %s\n", c->storage8 ? "yes" : "no",
             c->storage16 ? "yes" : "no", c->buffer_device_address ? "yes" : "no");
     fprintf(f, "  limits: shared %u B  workgroup %ux%ux%u (%u invocations)  push constants %u B\n",
@@ -83,6 +86,8 @@ void dp_device_print_caps_json(FILE *f, const dp_device_caps *c)
             c->int16 ? "true" : "false", c->int64 ? "true" : "false", c->storage8 ? "true" : "false",
             c->storage16 ? "true" : "false", c->integer_dot ? "true" : "false", c->coopmat ? "true" : "false",
             c->buffer_device_address ? "true" : "false");
+    fprintf(f, "\"coopmat_nv\": %s, \"coopmat_shape\": [%u, %u, %u], ", c->coopmat_nv ? "true" : "false",
+            c->coopmat_m, c->coopmat_n, c->coopmat_k);
     fprintf(f, "\"max_shared_memory\": %u, \"max_wg_size\": [%u, %u, %u], \"max_wg_invocations\": %u, "
             "\"max_storage_buffer_range\": %u, \"max_buffer_size\": %" PRIu64 ", \"max_allocation_size\": %" PRIu64
             ", \"max_push_constants\": %u, \"timestamps\": %s, \"timestamp_period_ns\": %g, \"heaps\": [",

@@ -214,7 +214,41 @@ static uint32_t compute_family(VkPhysicalDevice pd, uint32_t *ts_bits)
     return best;
 }
 
-static void read_caps(VkPhysicalDevice pd, uint32_t index, dp_device_caps *c)
+/* The f16 x f16 -> f32 subgroup shape of VK_NV_cooperative_matrix, preferring 16 x 16 x 16 (fewer, larger
+** tiles per warp) over 16 x 8 x 16; false if the extension or such a shape is missing. The query is an
+** instance-level extension command, so it goes through vkGetInstanceProcAddr. */
+static bool coopmat_nv_shape(VkInstance inst, VkPhysicalDevice pd, uint32_t sz[3])
+{
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
+        vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &fcm};
+    vkGetPhysicalDeviceFeatures2(pd, &f2);
+    uint32_t n = 0;
+    if (!fcm.cooperativeMatrix || !get || get(pd, &n, NULL) != VK_SUCCESS || n == 0) return false;
+    VkCooperativeMatrixPropertiesNV *p = calloc(n, sizeof *p);
+    if (!p) return false;
+    for (uint32_t i = 0; i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    bool found = false;
+    if (get(pd, &n, p) == VK_SUCCESS) {
+        for (uint32_t i = 0; i < n; i++) {
+            const VkCooperativeMatrixPropertiesNV *q = &p[i];
+            if (q->scope != VK_SCOPE_SUBGROUP_NV || q->AType != VK_COMPONENT_TYPE_FLOAT16_NV ||
+                q->BType != VK_COMPONENT_TYPE_FLOAT16_NV || q->CType != VK_COMPONENT_TYPE_FLOAT32_NV ||
+                q->DType != VK_COMPONENT_TYPE_FLOAT32_NV || q->MSize != 16 || q->KSize != 16)
+                continue;
+            if (q->NSize == 16 || (q->NSize == 8 && !found)) {
+                sz[0] = q->MSize, sz[1] = q->NSize, sz[2] = q->KSize;
+                found = true;
+            }
+        }
+    }
+    free(p);
+    return found;
+}
+
+static void read_caps(VkInstance inst, VkPhysicalDevice pd, uint32_t index, dp_device_caps *c)
 {
     memset(c, 0, sizeof *c);
     c->index = index;
@@ -281,6 +315,10 @@ static void read_caps(VkPhysicalDevice pd, uint32_t index, dp_device_caps *c)
     c->storage16 = f11.storageBuffer16BitAccess;
     c->integer_dot = (v13 && f13.shaderIntegerDotProduct) || has_ext(ext, ne, EXT_INT_DOT);
     c->coopmat = has_ext(ext, ne, EXT_COOPMAT_KHR);
+    uint32_t cm[3] = {0, 0, 0};
+    c->coopmat_nv = has_ext(ext, ne, EXT_COOPMAT_NV) && f12.shaderFloat16 && f11.storageBuffer16BitAccess &&
+                    coopmat_nv_shape(inst, pd, cm);
+    c->coopmat_m = cm[0], c->coopmat_n = cm[1], c->coopmat_k = cm[2];
     c->buffer_device_address = f12.bufferDeviceAddress;
 
     const VkPhysicalDeviceLimits *l = &base.limits;
@@ -341,7 +379,7 @@ dp_status dp_device_list(dp_device_caps **out, uint32_t *count, dp_err *err)
     if ((st = enumerate(inst, &pds, &n, err)) != DP_OK) goto done;
     *out = calloc(n, sizeof **out);
     if (!*out) { st = DP_FAIL(err, DP_ENOMEM, "out of host memory listing Vulkan devices"); goto done; }
-    for (uint32_t i = 0; i < n; i++) read_caps(pds[i], i, &(*out)[i]);
+    for (uint32_t i = 0; i < n; i++) read_caps(inst, pds[i], i, &(*out)[i]);
     *count = n;
 done:
     free(pds);
@@ -374,7 +412,7 @@ static dp_status pick_device(VkPhysicalDevice *pds, uint32_t n, int want, uint32
     return DP_OK;
 }
 
-static uint32_t device_extensions(VkPhysicalDevice pd, const char **names, bool *coopmat_nv)
+static uint32_t device_extensions(VkPhysicalDevice pd, const char **names, bool coopmat_nv)
 {
     uint32_t ne = 0, k = 0;
     vkEnumerateDeviceExtensionProperties(pd, NULL, &ne, NULL);
@@ -385,7 +423,7 @@ static uint32_t device_extensions(VkPhysicalDevice pd, const char **names, bool 
     vkGetPhysicalDeviceProperties(pd, &p);
     if (p.apiVersion < VK_API_VERSION_1_3 && has_ext(ext, ne, EXT_SUBGROUP_SIZE)) names[k++] = EXT_SUBGROUP_SIZE;
     if (p.apiVersion < VK_API_VERSION_1_3 && has_ext(ext, ne, EXT_INT_DOT)) names[k++] = EXT_INT_DOT;
-    *coopmat_nv = has_ext(ext, ne, EXT_COOPMAT_NV);
+    if (coopmat_nv) names[k++] = EXT_COOPMAT_NV;
     free(ext);
     return k;
 }
@@ -453,9 +491,15 @@ static dp_status create_device(dp_device *dev, dp_err *err)
     dev->host_query_reset = s12.hostQueryReset;
 
     const char *exts[8];
-    bool coopmat_nv = false;
-    uint32_t n_ext = device_extensions(pd, exts, &coopmat_nv);
-    (void)coopmat_nv;   /* reported only; enabling needs feature structs newer than our headers */
+    uint32_t n_ext = device_extensions(pd, exts, c->coopmat_nv);
+    /* Cooperative matrices (gemm_cm.comp): the extension and its one feature, last in the chain. */
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV ecm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, .cooperativeMatrix = VK_TRUE};
+    if (c->coopmat_nv) {
+        VkBaseOutStructure *t = (VkBaseOutStructure *)&e2;
+        while (t->pNext) t = t->pNext;
+        t->pNext = (VkBaseOutStructure *)&ecm;
+    }
 
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {
@@ -536,7 +580,7 @@ dp_status dp_device_open(const dp_device_opts *opts, dp_device **out, dp_err *er
     if ((st = enumerate(dev->instance, &pds, &n, err)) != DP_OK) goto fail;
     if ((st = pick_device(pds, n, o.index, &idx, err)) != DP_OK) goto fail;
     dev->phys = pds[idx];
-    read_caps(dev->phys, idx, &dev->caps);
+    read_caps(dev->instance, dev->phys, idx, &dev->caps);
     vkGetPhysicalDeviceMemoryProperties(dev->phys, &dev->mem);
     dev->qfamily = compute_family(dev->phys, NULL);
     if (dev->qfamily == UINT32_MAX) {

@@ -53,6 +53,11 @@ typedef struct dp_device_caps {
     bool     storage8, storage16;   /* storageBuffer8BitAccess / storageBuffer16BitAccess */
     bool     integer_dot;           /* VK_KHR_shader_integer_dot_product */
     bool     coopmat;               /* VK_KHR_cooperative_matrix present */
+    /* VK_NV_cooperative_matrix with a subgroup-scope f16 x f16 -> f32 shape (M x N x K below): what
+    ** matmul/gemm_cm.comp needs. Debian 12's headers and glslang predate the KHR extension, so the NV one
+    ** (NVIDIA drivers still expose it) is the one doppler enables and uses; 0 sizes: none. */
+    bool     coopmat_nv;
+    uint32_t coopmat_m, coopmat_n, coopmat_k;
     bool     buffer_device_address;
 
     uint32_t max_shared_memory;     /* maxComputeSharedMemorySize, bytes */

@@ -99,6 +99,14 @@ static void push_caps(lua_State *L, const dp_device_caps *c)
     lua_pushboolean(L, c->storage16), lua_setfield(L, -2, "storage16");
     lua_pushboolean(L, c->integer_dot), lua_setfield(L, -2, "integer_dot");
     lua_pushboolean(L, c->coopmat), lua_setfield(L, -2, "coopmat");
+    lua_pushboolean(L, c->coopmat_nv), lua_setfield(L, -2, "coopmat_nv");
+    if (c->coopmat_nv) {   /* {M, N, K} of gemm_cm's f16 x f16 -> f32 tiles */
+        lua_createtable(L, 3, 0);
+        lua_pushinteger(L, c->coopmat_m), lua_rawseti(L, -2, 1);
+        lua_pushinteger(L, c->coopmat_n), lua_rawseti(L, -2, 2);
+        lua_pushinteger(L, c->coopmat_k), lua_rawseti(L, -2, 3);
+        lua_setfield(L, -2, "coopmat_shape");
+    }
     lua_pushinteger(L, c->max_shared_memory), lua_setfield(L, -2, "max_shared_memory");
     lua_pushinteger(L, c->max_wg_invocations), lua_setfield(L, -2, "max_wg_invocations");
     lua_pushinteger(L, c->max_storage_buffer_range), lua_setfield(L, -2, "max_storage_buffer_range");

@@ -15,12 +15,14 @@ M.known = {
                     doc = "float weights on the device (auto: f16 from f32 files, as stored otherwise; f32 with precision=f32)" },
   act_dtype     = { values = { "auto", "f16", "f32" }, default = "auto",
                     doc = "activation element type (auto: f16, or f32 with precision=f32)" },
-  prefill_chunk = { kind = "int", min = 1, default = 256, doc = "tokens per prefill pass (longer prompts run in chunks)" },
+  prefill_chunk = { kind = "int", min = 1, default = 512, doc = "tokens per prefill pass (longer prompts run in chunks; 512: on the H100 a 512-token prompt in one pass prefilled 1.7x faster than in two, docs/BENCHMARKS.md)" },
   context       = { kind = "int", min = 1, default = 4096, doc = "context length (KV cache positions)" },
   decode_chunk  = { kind = "int", min = 1, default = 16,
                     doc = "decode steps per submit, run by the GPU itself (sample, stop check, next step: doppler.loop); 1: one submit per token" },
-  matmul        = { values = { "auto", "gemv", "gemm" }, default = "auto",
-                    doc = "matrix kernel for T > 1 (auto: gemv for float weights, which beat the tiled gemm at every T measured on the H100; gemm_q for quantised ones)" },
+  matmul        = { values = { "auto", "gemv", "gemm", "coopmat" }, default = "auto",
+                    doc = "matrix kernel for T > 1 (auto: for T > 4 gemm_cm on cooperative matrices where the device has them and x, W are f16; else gemv for float weights, which beat the tiled gemm at every T measured on the H100, gemm_q for quantised ones; coopmat: gemm_cm at every T, an error where it cannot run)" },
+  gemm_cm_tile  = { values = { "auto", "32x32", "32x64", "64x32", "64x64", "64x128", "128x64", "128x128" }, default = "auto",
+                    doc = "gemm_cm: tokens x outputs per workgroup (auto: the largest giving >= 256 workgroups)" },
   weight_quant  = { values = { "keep", "dequant" }, default = "keep",
                     doc = "quantised weights: keep the blocks on the device (GPU kernels decode them) or dequantise at load" },
   attention_decode  = { values = { "auto", "flash", "basic" }, default = "auto",
@@ -65,6 +67,12 @@ M.known.gemv_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
                         doc = "float GEMVs (matmul/gemv.comp, fused/gemv_multi.comp): 16-byte chunks whose loads each thread issues before their arithmetic (0: 1); same sums for every value" }
 M.known.gemv_q_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
                         doc = "quantised GEMV (matmul/gemv_q.comp, DP_GLU included): 32-value units whose loads each thread issues before their arithmetic (0: 1); same sums for every value" }
+M.known.gemm_cm_bk = { kind = "int", choices = { 0, 32, 64, 128 }, default = 0,
+                        doc = "gemm_cm: K slice staged per step (0: 64 where its shared memory fits the device, else 32)" }
+M.known.gemm_cm_splits = { kind = "int", choices = { 0, 1, 2, 4, 8, 16 }, default = 0,
+                        doc = "gemm_cm: parts K is split into, each its own workgroup, summed by the last (0: auto, doubling while the grid has < 128 workgroups and each part keeps >= 3 K slices, or a part has > 32 slices; 1: off)" }
+M.known.attention_prefill_rows = { kind = "int", choices = { 0, 4, 8, 16, 32 }, default = 0,
+                        doc = "tiled flash prefill (attention_prefill.comp): (token, q head) rows per workgroup (0: 16); fewer rows, more workgroups" }
 M.known.lm_head_groups = { kind = "int", min = 0, default = 0,
                         doc = "fused final norm + LM head + argmax (fusion lm_head): most workgroups (0: 1024)" }
 M.known.tune        = { values = { "on", "off" }, default = "on",

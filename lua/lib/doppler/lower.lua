@@ -89,7 +89,8 @@ end
 M.row_blocks = row_blocks
 
 function M.context(dev, plan, env)
-  local ctx = { dev = dev, plan = plan, env = env, dispatches = 0, kernels = {}, specs = {} }
+  local ctx = { dev = dev, plan = plan, env = env, dispatches = 0, kernels = {}, kernel_desc = {},
+                profile_shapes = os.getenv("DOPPLER_PROFILE_SHAPES") == "1" }
   plan.kernel_log = {}   -- every dispatch's kernel, in order (tests check which kernels a fusion left)
   plan.kernel_specs = {} -- and what it was made from, { file, defines, constants } (tests check hints reach it)
 
@@ -120,12 +121,31 @@ function M.context(dev, plan, env)
     if not k then
       k = dev:kernel { file = file, defines = defines, constants = constants }
       ctx.kernels[key] = k
-      ctx.specs[k] = { file = file, defines = defines, constants = constants }
+      ctx.kernel_desc[k] = { file = file, defines = defines, constants = constants, key = key }
+    end
+    return k
+  end
+
+  -- DOPPLER_PROFILE_SHAPES=1: a matrix kernel (push members N or N0, and K) is profiled under
+  -- "name@NxK" (a pipeline of its own per shape), so that --profile and the bench scripts split a
+  -- kernel's GPU time by the shapes it runs at (which GEMV or GEMM costs what).
+  local function by_shape(kernel, push)
+    local n = push.N or (push.N0 and push.N0 + (push.N1 or 0) + (push.N2 or 0))
+    local d = ctx.kernel_desc[kernel]
+    if not (n and push.K and d) then return kernel end
+    local label = ("%s@%dx%d"):format(d.file:match("([^/]+)%.comp$") or d.file, n, push.K)
+    local key = d.key .. "|" .. label
+    local k = ctx.kernels[key]
+    if not k then
+      k = dev:kernel { file = d.file, defines = d.defines, constants = d.constants, name = label }
+      ctx.kernels[key] = k
     end
     return k
   end
 
   function ctx.dispatch(kernel, gx, gy, gz, push)
+    local desc = ctx.kernel_desc[kernel]
+    if ctx.profile_shapes then kernel = by_shape(kernel, push) end
     if plan.calls then
       -- loop mode (doppler.loop): the calls are recorded later, once per step of the chunk
       plan.calls[#plan.calls + 1] = { kernel = kernel, groups = { gx, gy, gz }, push = push }
@@ -134,7 +154,7 @@ function M.context(dev, plan, env)
     end
     ctx.dispatches = ctx.dispatches + 1
     plan.kernel_log[ctx.dispatches] = kernel
-    plan.kernel_specs[ctx.dispatches] = ctx.specs[kernel]
+    plan.kernel_specs[ctx.dispatches] = desc
   end
   return ctx
 end
@@ -288,6 +308,110 @@ local function matrix_weight(ctx, w, hints)
   return ctx.t(w), qdef, w.etype
 end
 
+-- gemm_cm (matmul/gemm_cm.comp): the tiled product on cooperative matrices, for prefill-sized T where the
+-- device has VK_NV_cooperative_matrix with f16 tiles (caps.coopmat_shape) and x and W are f16. Tiles are
+-- BM x BN with one subgroup per 32 x 32 of it; hint gemm_cm_tile picks one, auto the largest of CM_TILES that
+-- still gives the GPU >= 256 workgroups, else 64 x 64 (smaller tiles measured no faster on the H100), and K
+-- may be split (below).
+local CM_TILES = { "128x128", "64x128", "128x64", "64x64" }   -- auto's candidates; smaller ones by hint
+-- auto split K (H100, Gemma 3 1B 512-token prefill, per shape: docs/BENCHMARKS.md): splitting helps where
+-- the tiles leave the GPU idle (k/v projections, 32 tiles: 1.86 -> 1.33 ms in 4 parts) and where the K loop is
+-- long (down projection, 108 slices: 4.88 -> 4.29 ms in 4 parts), and costs elsewhere (the parts' f32 tiles
+-- are written and read again; gate/up in 2 parts: 6.7 -> 9.8 ms). So: double the parts while the grid has
+-- fewer than CM_FILL_GROUPS workgroups (each part keeping >= CM_MIN_SLICES slices) or a part has more than
+-- CM_MAX_SLICES slices.
+local CM_FILL_GROUPS, CM_MIN_SLICES, CM_MAX_SLICES = 128, 3, 32
+
+-- gemm_cm's split-K buffers, shared by every gemm_cm node of the plan (they run one after another): the
+-- partial tiles (f32, grown to the largest need) and the per-tile counters (zero between dispatches: the
+-- kernel resets what it used; from env.constants like attention_decode's, so no upload submit per plan).
+local function cm_splitk_buffers(ctx, part_count, tiles)
+  if not ctx.cm_part or ctx.cm_part:numel() < part_count then
+    ctx.cm_part = ctx.dev:tensor { dtype = "f32", shape = { part_count } }
+    ctx.plan.owned[#ctx.plan.owned + 1] = ctx.cm_part
+  end
+  local size = pow2_at_least(tiles, 64, 1 << 30)
+  if not ctx.cm_counter or ctx.cm_counter:numel() < size then
+    local zeros = {}
+    for i = 1, size do zeros[i] = 0 end
+    local t = ctx.env.constants and ctx.env.constants("doppler.gemm_cm_counter." .. size, zeros)
+    if not t then
+      t = ctx.dev:tensor { dtype = "u32", shape = { size } }
+      t:upload(zeros)
+      ctx.plan.owned[#ctx.plan.owned + 1] = t
+    end
+    ctx.cm_counter = t
+  end
+  return ctx.cm_part, ctx.cm_counter
+end
+
+-- Why gemm_cm cannot take this linear, or nil when it can.
+local function gemm_cm_refusal(ctx, qdef, wtype, x, K, b)
+  if ctx.cm == nil then
+    local c = ctx.dev:caps()
+    ctx.cm = (c.coopmat_nv and c.subgroup_size == 32 and c.coopmat_shape) or false
+  end
+  if not ctx.cm then return "the device has no VK_NV_cooperative_matrix f16 tiles with 32-wide subgroups" end
+  if qdef or wtype ~= "f16" then return ("its weight is %s, not f16"):format(qdef and "quantised" or wtype) end
+  if x.etype ~= "f16" then return ("its activations are %s, not f16"):format(x.etype) end
+  if K % 8 ~= 0 then return ("K = %d is not a multiple of 8"):format(K) end
+  if b and b.etype ~= "f16" and b.etype ~= "f32" then return ("its bias is %s"):format(b.etype) end
+  return nil
+end
+
+local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local tile = hints.gemm_cm_tile or "auto"
+  if tile == "auto" then
+    for _, t in ipairs(CM_TILES) do
+      local bm, bn = t:match("(%d+)x(%d+)")
+      tile = t
+      if ceil_div(N, tonumber(bn)) * ceil_div(T, tonumber(bm)) >= 256 then break end
+    end
+  end
+  local bm, bn = tile:match("(%d+)x(%d+)")
+  bm, bn = tonumber(bm), tonumber(bn)
+  local sgm, sgn = bm // 32, bn // 32
+  local cm = ctx.cm
+  -- shared memory (gemm_cm.comp's header): the x and W slices, padded, and one staging tile per subgroup
+  local function shared(k) return 2 * (bm + bn) * (k + 8) + 4 * sgm * sgn * cm[1] * cm[2] end
+  local limit = ctx.dev:caps().max_shared_memory
+  local bk = hints.gemm_cm_bk or 0
+  if bk == 0 then   -- auto: 64 where it fits (on the H100, 512-token prefill: 15.6 ms against 17.9 at 128, 24.7 at 32)
+    bk = shared(64) <= limit and 64 or 32
+  end
+  if shared(bk) > limit then
+    Graph.fail("hints gemm_cm_tile=%s gemm_cm_bk=%d need %d bytes of shared memory; the device has %d",
+               tile, bk, shared(bk), limit)
+  end
+  defs = { table.unpack(defs) }
+  defs[#defs + 1] = "DP_CM_M=" .. cm[1]
+  defs[#defs + 1] = "DP_CM_N=" .. cm[2]
+  defs[#defs + 1] = "DP_CM_K=" .. cm[3]
+  if b and b.etype == "f32" then defs[#defs + 1] = "DP_BIAS_F32" end
+  -- split K where the tiles alone leave the GPU idle (each K slice is a memory round trip; gemm_cm.comp)
+  local gx, gy = ceil_div(N, bn), ceil_div(T, bm)
+  local slices = ceil_div(K, bk)
+  local splits = hints.gemm_cm_splits or 0
+  if splits == 0 then
+    splits = 1
+    while splits < 16 and ((gx * gy * splits < CM_FILL_GROUPS and slices // (2 * splits) >= CM_MIN_SLICES)
+                           or ceil_div(slices, splits) > CM_MAX_SLICES) do
+      splits = splits * 2
+    end
+  end
+  local k_split = ceil_div(slices, splits) * bk
+  splits = ceil_div(K, k_split)    -- no empty split
+  if splits > 1 then
+    defs[#defs + 1] = "DP_SPLITK"
+    push.part, push.counter = cm_splitk_buffers(ctx, gx * gy * splits * bm * bn, gx * gy)
+    push.k_split = k_split
+  end
+  local k = ctx.kernel("matmul/gemm_cm.comp", ctx.defines(defs),
+                       { WG = 32 * sgm * sgn, BM = bm, BN = bn, BK = bk, SGM = sgm, SGN = sgn })
+  ctx.dispatch(k, gx, gy, splits, push)
+end
+
 -- y = x · Wᵀ (+ b) into node y. Float weights use the GEMV kernel at every T (W streamed once per 4 tokens:
 -- on the H100 it beat the tiled GEMM for 32- and 512-token prompts, docs/BENCHMARKS.md); quantised weights
 -- use GEMV up to 4 tokens and the tiled GEMM beyond. hint matmul=gemm|gemv forces one. An output type other
@@ -317,7 +441,13 @@ local function emit_linear(ctx, x, w, b, y)
   if b then push.bias = ctx.t(b) end
   if qdef then push.w_row_blocks = row_blocks(wt) end
   local mode = hints.matmul or "auto"
-  if mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
+  local cm_no = gemm_cm_refusal(ctx, qdef, wtype, x, K, b)
+  if mode == "coopmat" and cm_no then
+    Graph.fail("hint matmul=coopmat: %s cannot use gemm_cm: %s", w.attrs.name, cm_no)
+  end
+  if mode == "coopmat" or (mode == "auto" and T > 4 and not cm_no) then
+    emit_gemm_cm(ctx, defs, b, T, N, K, push)
+  elseif mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
     local tt = math.min(T, 4)
     local wg, rows, un = M.gemv_params(ctx, qdef ~= nil, tt)
     local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
@@ -561,7 +691,8 @@ R.attention = function(ctx, n)
     -- rows = (token, q head) pairs of one kv head; LANES lanes per row, BR rows per workgroup; K/V tiles
     -- of BC keys in shared memory (2 * BC * D * KV bytes <= 16 KiB)
     local lanes = math.min(sg, math.max(1, D // 32))
-    local br = 16
+    local br = hints.attention_prefill_rows or 0
+    if br == 0 then br = 16 end
     local bc = math.min(64, (kv_f16 and 4096 or 2048) // D)
     push.o = ctx.t(n)
     local kp = ctx.kernel("attention/attention_prefill.comp", ctx.defines(kvdef),
