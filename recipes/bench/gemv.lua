@@ -64,7 +64,7 @@ local spec = {
     { "--warmup", "N", "untimed calls (and replays) first (each copy's call at least once)", type = "int", default = 5,
       min = 0 },
     { "--copies", "N|auto", "weight copies cycled through (auto: 256 MiB of weights, at most 64)", default = "auto" },
-    { "--hint", "KEY=VALUE", "kernel hint (gemv_wg, gemv_rows, gemv_q_wg, gemv_q_rows, q_layout, q_matmul, ...)",
+    { "--hint", "KEY=VALUE", "kernel hint (gemv_wg, gemv_rows, gemv_unroll, gemv_q_wg, gemv_q_rows, gemv_q_unroll, q_layout, q_matmul, ...)",
       repeat_ = true },
     { "--sweep", "KEY=V1,V2", "run every case once per value (every --sweep multiplies the settings)", repeat_ = true },
     { "--glu-act", "NAME", "glu's activation", choices = { "gelu_tanh", "silu" }, default = "gelu_tanh" },
@@ -357,8 +357,8 @@ local function run_case(dev, o, c, h, ws_cache, caps)
   end
   if QK[c.dtype] then row.q_matmul = fused and "fused" or "dequant_f16" end
   if #names == 1 and (names[1] == "gemv" or names[1] == "gemv_q") then
-    -- the GEMV's workgroup size and rows per workgroup, from the function doppler.lower uses
-    row.wg, row.rows = lower.gemv_params({ env = { hints = h } }, names[1] == "gemv_q")
+    -- the GEMV's workgroup size, rows per workgroup and UN, from the function doppler.lower uses
+    row.wg, row.rows, row.un = lower.gemv_params({ env = { hints = h } }, names[1] == "gemv_q", math.min(c.T, 4))
   end
 
   -- check, before timing

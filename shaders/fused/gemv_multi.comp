@@ -15,7 +15,12 @@
 //   default: x ACT [T, x_stride]; w0, w1, w2 W [N_i, K]; y0, y1, y2 ACT [T, N_i]; b0, b1, b2 W [N_i] (DP_BIAS);
 //            T, N0, N1, N2, K, x_stride (0 = K)
 //   DP_GLU:  x; wg, wu W [N, K]; y ACT [T, N]; T, N, K, x_stride, kind
-// Spec constants: WG (default 128), ROWS (rows per workgroup, default 2), TT (tokens per workgroup, <= 4).
+// Spec constants: WG (default 128), ROWS (rows per workgroup, default 2), TT (tokens per workgroup, <= 4),
+//   UN (chunks in flight per thread, default 1, 1..4): as in matmul/gemv.comp, decode waits on memory
+//   latency, one round trip per loop iteration; UN = u issues the loads (every weight row's, every token's
+//   x) of u chunks c, c + WG, ... before any arithmetic, then consumes them in the UN = 1 order, so the sums
+//   are bit for bit those of UN = 1. Chunks past the end load nothing and add nothing. Registers grow by
+//   about UN * (4 * ROWS * NW + 4 * TT * XQ). The element path ignores UN.
 //   Shared memory: 4 * NACC * WG bytes with NACC = ROWS * TT (x2 with DP_GLU).
 // Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16, DP_BIAS (default mode), DP_GLU.
 #include "dp_types.glsl"
@@ -27,6 +32,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG   = 128;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const uint TT   = 1;
+layout(constant_id = 3) const uint UN   = 1;
 
 #ifdef DP_GLU
 #define NW 2u                 // dot products per (row, token): gate and up
@@ -95,26 +101,46 @@ void w_unpack(uvec4 u, inout float v[VW])
 #endif
 }
 
+// One chunk of x as loaded, unpacked only when used (matmul/gemv.comp's x_fetch / x_unpack): XQ uvec4,
+// one of f16, VW / 4 of f32, or for f16 x with f32 weights (4 halves read element-wise) their f32 bits.
+#if defined(DP_ACT_F16)
+#define XQ 1u
+#else
+#define XQ (VW / 4u)
+#endif
+struct xchunk { uvec4 q[XQ]; };
+
 // Loads x[k0 .. k0 + VW) of one token row (row base address xrow, 16-byte aligned on the vector path).
-void x_chunk(uint64_t xrow, uint k0, inout float v[VW])
+xchunk x_fetch(uint64_t xrow, uint k0)
 {
+    xchunk c;
 #if defined(DP_ACT_F16) && !defined(DP_W_F32)       // 8 halves = one uvec4
-    uvec4 u = DP_RAW16_In(xrow).v[k0 / 8u];
-    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
-    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
+    c.q[0] = DP_RAW16_In(xrow).v[k0 / 8u];
 #elif defined(DP_ACT_F16)                           // 4 halves: element loads (x is small and cached)
     ACT_In xr = ACT_In(xrow);
-    for (uint e = 0u; e < VW; ++e) v[e] = act_load(xr, k0 + e);
+    for (uint e = 0u; e < VW; ++e) c.q[0][e] = floatBitsToUint(act_load(xr, k0 + e));
 #else                                               // f32: VW / 4 uvec4
     DP_RAW16_In xr = DP_RAW16_In(xrow);
-    for (uint q = 0u; q < VW / 4u; ++q) {
-        uvec4 u = xr.v[k0 / 4u + q];
+    for (uint q = 0u; q < XQ; ++q) c.q[q] = xr.v[k0 / 4u + q];
+#endif
+    return c;
+}
+
+// The VW floats of a chunk x_fetch loaded.
+void x_unpack(xchunk c, inout float v[VW])
+{
+#if defined(DP_ACT_F16) && !defined(DP_W_F32)
+    const uvec4 u = c.q[0];
+    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), cc = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
+    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = cc.x; v[5] = cc.y; v[6] = d.x; v[7] = d.y;
+#else
+    for (uint q = 0u; q < XQ; ++q) {
+        const uvec4 u = c.q[q];
         v[4u * q + 0u] = uintBitsToFloat(u.x); v[4u * q + 1u] = uintBitsToFloat(u.y);
         v[4u * q + 2u] = uintBitsToFloat(u.z); v[4u * q + 3u] = uintBitsToFloat(u.w);
     }
 #endif
 }
-
 
 #ifndef DP_GLU
 // Row n of the joint row space -> which weight (0..2) and the row inside it.
@@ -177,18 +203,29 @@ void main()
 
     if (vec) {
         const uint chunks = K / VW;
-        for (uint c = tid; c < chunks; c += WG) {
-            uvec4 raw[ROWS * NW];
-            for (uint r = 0u; r < ROWS * NW; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
-            for (uint t = 0u; t < TT; ++t) {
-                float xv[VW];
-                x_chunk(xrow[t], c * VW, xv);
-                for (uint r = 0u; r < ROWS * NW; ++r) {
-                    float wv[VW];
-                    w_unpack(raw[r], wv);
-                    float s = acc[r * TT + t];
-                    for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
-                    acc[r * TT + t] = s;
+        for (uint c0 = tid; c0 < chunks; c0 += UN * WG) {
+            // Issue the loads of UN chunks before using any ...
+            uvec4 raw[UN * ROWS * NW];
+            xchunk xq[UN * TT];
+            for (uint i = 0u; i < UN; ++i) {
+                const uint c = c0 + i * WG;
+                if (c >= chunks) continue;          // past the end: nothing loaded, nothing added
+                for (uint r = 0u; r < ROWS * NW; ++r) raw[i * ROWS * NW + r] = DP_RAW16_In(wrow[r]).v[c];
+                for (uint t = 0u; t < TT; ++t) xq[i * TT + t] = x_fetch(xrow[t], c * VW);
+            }
+            // ... then consume them in the order of UN = 1 (chunk by chunk), so every UN sums alike.
+            for (uint i = 0u; i < UN; ++i) {
+                if (c0 + i * WG >= chunks) continue;
+                for (uint t = 0u; t < TT; ++t) {
+                    float xv[VW];
+                    x_unpack(xq[i * TT + t], xv);
+                    for (uint r = 0u; r < ROWS * NW; ++r) {
+                        float wv[VW];
+                        w_unpack(raw[i * ROWS * NW + r], wv);
+                        float s = acc[r * TT + t];
+                        for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                        acc[r * TT + t] = s;
+                    }
                 }
             }
         }

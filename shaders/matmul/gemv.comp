@@ -24,6 +24,14 @@
 //   WG    workgroup size (local_size_x_id = 0), default 128. H100 hint: 64..128 for K ~ 1k, 256 for K >= 4k.
 //   ROWS  rows of W per workgroup, default 2 (1..8)
 //   TT    tokens per workgroup, default 1 (use T when T <= 4: W is streamed once for all of them)
+//   UN    chunks in flight per thread, default 1 (1..4). Decode is bound by memory latency: with UN = 1 a
+//         thread walks its chunks c = tid, tid + WG, ... one load -> wait -> FMAs at a time, so a row of
+//         K / VW chunks costs ceil(K / VW / WG) serial round trips (Gemma 3 1B's down projection, K = 6912
+//         f16, WG = 128: 7). With UN = u the loop steps by u * WG and issues the weight and x loads of u
+//         chunks before any arithmetic, then consumes them in the UN = 1 order into the same accumulators:
+//         the result is bit for bit that of UN = 1 for every UN (fused/lm_head.comp mirrors the UN = 1 loop).
+//         Chunks past the end load nothing and add nothing. Registers per thread grow by about
+//         UN * (4 * ROWS + 4 * TT * XQ) (the raw uvec4s held). The element path ignores UN.
 //   Shared memory: 4 * ROWS * TT * WG bytes (WG = 128, ROWS = 4, TT = 4: 8 KiB); keep it <= 32 KiB.
 // Defines: DP_OUT_F32 (y in f32 whatever the activations), DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS.
 #include "dp_types.glsl"
@@ -34,6 +42,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG   = 128;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const uint TT   = 1;
+layout(constant_id = 3) const uint UN   = 1;
 
 layout(push_constant) uniform Push {
     ACT_In  x;
@@ -75,20 +84,42 @@ void w_unpack(uvec4 u, inout float v[VW])
 #endif
 }
 
+// One chunk of x (VW values of one token row) as loaded, unpacked only when used (x_unpack), so that UN
+// chunks in flight hold XQ uvec4 each: one f16 uvec4, VW / 4 f32 ones, or, for f16 x with f32 weights (4
+// halves, read element-wise: x is small and cached), their f32 values' bits.
+#if defined(DP_ACT_F16)
+#define XQ 1u
+#else
+#define XQ (VW / 4u)
+#endif
+struct xchunk { uvec4 q[XQ]; };
+
 // Loads x[k0 .. k0 + VW) of one token row (row base address xrow, 16-byte aligned on the vector path).
-void x_chunk(uint64_t xrow, uint k0, inout float v[VW])
+xchunk x_fetch(uint64_t xrow, uint k0)
 {
+    xchunk c;
 #if defined(DP_ACT_F16) && !defined(DP_W_F32)       // 8 halves = one uvec4
-    uvec4 u = DP_RAW16_In(xrow).v[k0 / 8u];
-    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
-    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
-#elif defined(DP_ACT_F16)                           // 4 halves: element loads (x is small and cached)
+    c.q[0] = DP_RAW16_In(xrow).v[k0 / 8u];
+#elif defined(DP_ACT_F16)                           // 4 halves: element loads, kept as f32 bits
     ACT_In xr = ACT_In(xrow);
-    for (uint e = 0u; e < VW; ++e) v[e] = act_load(xr, k0 + e);
+    for (uint e = 0u; e < VW; ++e) c.q[0][e] = floatBitsToUint(act_load(xr, k0 + e));
 #else                                               // f32: VW / 4 uvec4
     DP_RAW16_In xr = DP_RAW16_In(xrow);
-    for (uint q = 0u; q < VW / 4u; ++q) {
-        uvec4 u = xr.v[k0 / 4u + q];
+    for (uint q = 0u; q < XQ; ++q) c.q[q] = xr.v[k0 / 4u + q];
+#endif
+    return c;
+}
+
+// The VW floats of a chunk x_fetch loaded.
+void x_unpack(xchunk c, inout float v[VW])
+{
+#if defined(DP_ACT_F16) && !defined(DP_W_F32)
+    const uvec4 u = c.q[0];
+    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), cc = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
+    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = cc.x; v[5] = cc.y; v[6] = d.x; v[7] = d.y;
+#else
+    for (uint q = 0u; q < XQ; ++q) {
+        const uvec4 u = c.q[q];
         v[4u * q + 0u] = uintBitsToFloat(u.x); v[4u * q + 1u] = uintBitsToFloat(u.y);
         v[4u * q + 2u] = uintBitsToFloat(u.z); v[4u * q + 3u] = uintBitsToFloat(u.w);
     }
@@ -129,18 +160,29 @@ void main()
 
     if (vec) {
         const uint chunks = K / VW;
-        for (uint c = tid; c < chunks; c += WG) {
-            uvec4 raw[ROWS];                        // issue every row's load before using any
-            for (uint r = 0u; r < ROWS; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
-            for (uint t = 0u; t < TT; ++t) {
-                float xv[VW];
-                x_chunk(xrow[t], c * VW, xv);
-                for (uint r = 0u; r < ROWS; ++r) {
-                    float wv[VW];
-                    w_unpack(raw[r], wv);
-                    float s = acc[r * TT + t];
-                    for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
-                    acc[r * TT + t] = s;
+        for (uint c0 = tid; c0 < chunks; c0 += UN * WG) {
+            // Issue the loads of UN chunks (every row's weights, every token's x) before using any ...
+            uvec4 raw[UN * ROWS];
+            xchunk xq[UN * TT];
+            for (uint i = 0u; i < UN; ++i) {
+                const uint c = c0 + i * WG;
+                if (c >= chunks) continue;          // past the end: nothing loaded, nothing added
+                for (uint r = 0u; r < ROWS; ++r) raw[i * ROWS + r] = DP_RAW16_In(wrow[r]).v[c];
+                for (uint t = 0u; t < TT; ++t) xq[i * TT + t] = x_fetch(xrow[t], c * VW);
+            }
+            // ... then consume them in the order of UN = 1 (chunk by chunk), so every UN sums alike.
+            for (uint i = 0u; i < UN; ++i) {
+                if (c0 + i * WG >= chunks) continue;
+                for (uint t = 0u; t < TT; ++t) {
+                    float xv[VW];
+                    x_unpack(xq[i * TT + t], xv);
+                    for (uint r = 0u; r < ROWS; ++r) {
+                        float wv[VW];
+                        w_unpack(raw[i * ROWS + r], wv);
+                        float s = acc[r * TT + t];
+                        for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                        acc[r * TT + t] = s;
+                    }
                 }
             }
         }

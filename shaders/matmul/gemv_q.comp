@@ -35,6 +35,15 @@
 //   WG    workgroup size (local_size_x_id = 0), default 128; a power of two, multiple of ROWS
 //   ROWS  rows of W per workgroup, default 4 (a power of two); WG / ROWS threads per row
 //   TT    tokens per workgroup, default 1 (up to 4: W is decoded once for all of them)
+//   UN    units in flight per thread, default 1 (1..4). Decode is bound by memory latency: with UN = 1 a
+//         thread takes its units v = lane, lane + TPR, ... one load -> wait -> decode and FMAs at a time,
+//         ceil(units / TPR) serial round trips per row. UN = u steps by u * TPR and issues the loads of u
+//         units (codes and scales of W, and Wu with DP_GLU; each token's 32 x values when x is 16-byte
+//         aligned) before any arithmetic, then consumes them in the UN = 1 order into the same accumulators,
+//         so the sums are bit for bit those of UN = 1 (fused/lm_head_q.comp mirrors the UN = 1 loop). Units
+//         past the end load nothing and add nothing; halves past K (padded rows) load no x. Registers grow
+//         by about UN * (12 * NW + 4 * TT * 2 * XQ16) (XQ16 = 2 uvec4 per 16 f16 values, 4 per 16 f32).
+//         Unaligned x (element loads) is read when used, as with UN = 1.
 //   Shared memory: 4 * TT * WG bytes (x2 with DP_GLU).
 // Defines: the weight type DP_Q_* and its layout DP_LAYOUT_COL | DP_LAYOUT_FLAT (dp_quant.glsl; none: row_wise),
 //   DP_ACT_F16, DP_OUT_F32, DP_BIAS, DP_GLU.
@@ -55,6 +64,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG   = 128;
 layout(constant_id = 1) const uint ROWS = 4;
 layout(constant_id = 2) const uint TT   = 1;
+layout(constant_id = 3) const uint UN   = 1;
 
 layout(push_constant) uniform Push {
     ACT_In  x;
@@ -81,29 +91,46 @@ const uint TPR = WG / ROWS;              // threads per row
 
 shared float red[NW * TT * WG];          // [NW * TT][WG / cluster]: one partial sum per cluster, token, weight
 
-// x[k0 .. k0 + 16) of the row at xrow: 16-byte loads when `vec` (row base and k0's byte offset aligned).
-void x16(uint64_t xrow, uint k0, bool vec, out float v[16])
-{
-    if (vec) {
+// 16 values of x as loaded by 16-byte loads (x_fetch16), unpacked when used (x_unpack16): the UN units in
+// flight hold XQ16 uvec4 per half and token.
 #ifdef DP_ACT_F16
-        DP_RAW16_In xr = DP_RAW16_In(xrow + uint64_t(k0) * 2ul);
-        for (uint q = 0u; q < 2u; ++q) {
-            const uvec4 u = xr.v[q];
-            vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
-            v[8u * q + 0u] = a.x; v[8u * q + 1u] = a.y; v[8u * q + 2u] = b.x; v[8u * q + 3u] = b.y;
-            v[8u * q + 4u] = c.x; v[8u * q + 5u] = c.y; v[8u * q + 6u] = d.x; v[8u * q + 7u] = d.y;
-        }
+#define XQ16 2u
 #else
-        DP_RAW16_In xr = DP_RAW16_In(xrow + uint64_t(k0) * 4ul);
-        for (uint q = 0u; q < 4u; ++q) {
-            const vec4 f = uintBitsToFloat(xr.v[q]);
-            v[4u * q + 0u] = f.x; v[4u * q + 1u] = f.y; v[4u * q + 2u] = f.z; v[4u * q + 3u] = f.w;
-        }
+#define XQ16 4u
 #endif
-    } else {
-        ACT_In xr = ACT_In(xrow);
-        for (uint i = 0u; i < 16u; ++i) v[i] = act_load(xr, k0 + i);
+struct xhalf { uvec4 q[XQ16]; };
+
+// x[k0 .. k0 + 16) of the row at xrow; the row base and k0's byte offset are 16-byte aligned (`vec`).
+xhalf x_fetch16(uint64_t xrow, uint k0)
+{
+    xhalf r;
+    DP_RAW16_In xr = DP_RAW16_In(xrow + uint64_t(k0) * uint64_t(ACT_BYTES));
+    for (uint q = 0u; q < XQ16; ++q) r.q[q] = xr.v[q];
+    return r;
+}
+
+void x_unpack16(xhalf r, out float v[16])
+{
+#ifdef DP_ACT_F16
+    for (uint q = 0u; q < 2u; ++q) {
+        const uvec4 u = r.q[q];
+        vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
+        v[8u * q + 0u] = a.x; v[8u * q + 1u] = a.y; v[8u * q + 2u] = b.x; v[8u * q + 3u] = b.y;
+        v[8u * q + 4u] = c.x; v[8u * q + 5u] = c.y; v[8u * q + 6u] = d.x; v[8u * q + 7u] = d.y;
     }
+#else
+    for (uint q = 0u; q < 4u; ++q) {
+        const vec4 f = uintBitsToFloat(r.q[q]);
+        v[4u * q + 0u] = f.x; v[4u * q + 1u] = f.y; v[4u * q + 2u] = f.z; v[4u * q + 3u] = f.w;
+    }
+#endif
+}
+
+// x[k0 .. k0 + 16) of the row at xrow by element loads (x or its row stride not 16-byte aligned).
+void x16_elements(uint64_t xrow, uint k0, out float v[16])
+{
+    ACT_In xr = ACT_In(xrow);
+    for (uint i = 0u; i < 16u; ++i) v[i] = act_load(xr, k0 + i);
 }
 
 void main()
@@ -130,23 +157,43 @@ void main()
 
     const uint nb = p.w_row_blocks != 0u ? p.w_row_blocks : K / QK;   // row stride in blocks
     const uint units = (K + QK - 1u) / QK * DQU_PER_BLOCK;             // units of the blocks holding k < K
-    for (uint v = lane; v < units; v += TPR) {
-        const uint b = v / DQU_PER_BLOCK, u = v % DQU_PER_BLOCK;
-        dq_unit un[NW];
-        un[0] = dqu_load(dq_block(uint64_t(p.w), n, b, p.N, nb), u);
+    for (uint v0 = lane; v0 < units; v0 += UN * TPR) {
+        // Issue the loads of UN units (weights, and x when aligned) before using any ...
+        dq_unit un[UN * NW];
+        xhalf xq[UN * 2u * TT];                    // [i][h][t]
+        for (uint i = 0u; i < UN; ++i) {
+            const uint v = v0 + i * TPR;
+            if (v >= units) continue;              // past the end: nothing loaded, nothing added
+            const uint b = v / DQU_PER_BLOCK, u = v % DQU_PER_BLOCK;
+            un[i * NW] = dqu_load(dq_block(uint64_t(p.w), n, b, p.N, nb), u);
 #ifdef DP_GLU
-        un[1] = dqu_load(dq_block(uint64_t(p.wu), n, b, p.N, nb), u);
+            un[i * NW + 1u] = dqu_load(dq_block(uint64_t(p.wu), n, b, p.N, nb), u);
 #endif
-        for (uint h = 0u; h < 2u; ++h) {
-            float q[NW][16];
-            for (uint j = 0u; j < NW; ++j) dqu_codes(un[j], u, h, q[j]);
-            const uint k0 = b * QK + dqu_k0(u, h);
-            if (k0 >= K) continue;                 // padding (--pad-k rows); uniform unless rows are padded
-            for (uint t = 0u; t < TT; ++t) {
-                float xv[16];
-                x16(xrow[t], k0, vec, xv);
-                for (uint j = 0u; j < NW; ++j)
-                    acc[j * TT + t] = dqu_half_acc(q[j], xv, un[j].a[h], un[j].b[h], acc[j * TT + t]);
+            if (!vec) continue;
+            for (uint h = 0u; h < 2u; ++h) {
+                const uint k0 = b * QK + dqu_k0(u, h);
+                if (k0 >= K) continue;             // padding: no x there
+                for (uint t = 0u; t < TT; ++t) xq[(i * 2u + h) * TT + t] = x_fetch16(xrow[t], k0);
+            }
+        }
+        // ... then consume them in the order of UN = 1 (unit by unit), so every UN sums alike.
+        for (uint i = 0u; i < UN; ++i) {
+            const uint v = v0 + i * TPR;
+            if (v >= units) continue;
+            const uint b = v / DQU_PER_BLOCK, u = v % DQU_PER_BLOCK;
+            for (uint h = 0u; h < 2u; ++h) {
+                float q[NW][16];
+                for (uint j = 0u; j < NW; ++j) dqu_codes(un[i * NW + j], u, h, q[j]);
+                const uint k0 = b * QK + dqu_k0(u, h);
+                if (k0 >= K) continue;             // padding (--pad-k rows); uniform unless rows are padded
+                for (uint t = 0u; t < TT; ++t) {
+                    float xv[16];
+                    if (vec) x_unpack16(xq[(i * 2u + h) * TT + t], xv);
+                    else     x16_elements(xrow[t], k0, xv);
+                    for (uint j = 0u; j < NW; ++j)
+                        acc[j * TT + t] = dqu_half_acc(q[j], xv, un[i * NW + j].a[h], un[i * NW + j].b[h],
+                                                       acc[j * TT + t]);
+                }
             }
         }
     }

@@ -189,11 +189,14 @@ typedef struct kq_mm {
     const float *bias;         /* [N] (DP_BIAS), or NULL */
     dp_qlayout  layout;        /* of tw */
     uint32_t    w_row_blocks;  /* blocks from one row of tw to the next; 0: K / QK */
+    bool        unroll;        /* gemv_q: run with UN = 1, 2, 4 (loads of UN units in flight), each checked, and
+                                  2, 4 bit for bit equal to UN = 1; else once with the shader's default UN */
 } kq_mm;
 
 /* Runs m on x [T, K] and tw (type t, the device copy of w) and checks every output against an f64 matmul
 ** over w [N, K] (the CPU-dequantised logical weight) within kq_tol; fails naming what, the kernel and the
-** element. Returns the worst error / tolerance, for the caller's summary line. */
+** element (and, with m->unroll, an UN whose output bits differ from UN = 1's). Returns the worst error /
+** tolerance, for the caller's summary line. */
 static inline double kq_check_mm(kg_ctx *c, dp_dtype t, const kq_mm *m, const float *x, const float *w,
                                  const dp_gtensor *tw, const char *what)
 {
@@ -223,38 +226,65 @@ static inline double kq_check_mm(kg_ctx *c, dp_dtype t, const kq_mm *m, const fl
     if (m->bias) defs[nd++] = "DP_BIAS";
     if (m->out_f32) defs[nd++] = "DP_OUT_F32";
     const uint32_t tt = T < 4 ? T : 4;
-    dp_kconst gemv_c[3] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}};
     const char *file = m->gemm ? "matmul/gemm_q.comp" : "matmul/gemv_q.comp";
-    dp_kernel_desc kd = {.file = file, .defines = defs, .n_defines = nd,
-                         .constants = m->gemm ? NULL : gemv_c, .n_constants = m->gemm ? 0 : 3};
-    dp_kernel *k = NULL;
-    if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel %s: %s", file, e.msg);
-    dp_dispatch d;
-    dp_dispatch_init(&d, k);
-    dp_dispatch_tensor(&d, "x", tx);
-    dp_dispatch_tensor(&d, "w", tw);
-    dp_dispatch_tensor(&d, "y", ty);
-    if (tb) dp_dispatch_tensor(&d, "bias", tb);
-    dp_dispatch_u32(&d, "T", T);
-    dp_dispatch_u32(&d, "N", N);
-    dp_dispatch_u32(&d, "K", K);
-    dp_dispatch_u32(&d, "x_stride", 0);
-    dp_dispatch_u32(&d, "y_stride", 0);
-    dp_dispatch_u32(&d, "w_row_blocks", m->w_row_blocks);
-    if (m->gemm) kg_run(c, &d, (N + 63) / 64, (T + 63) / 64, 1);
-    else kg_run(c, &d, (N + 3) / 4, (T + tt - 1) / tt, 1);
-    kg_download(ty, got, (uint64_t)T * N);
-
+    static const uint32_t UNS[] = {1, 2, 4};
+    const uint32_t n_runs = m->unroll && !m->gemm ? 3 : 1;
     double worst = 0.0;
-    for (uint64_t i = 0; i < (uint64_t)T * N; i++) {
-        const double r = ref[i], diff = fabs((double)got[i] - r), tl = kq_tol(out_f16, r);
-        if (!(diff <= tl))
-            fail_msg("%s %s %s %s act=%s T=%u N=%u K=%u (w_row_blocks %u): y[%llu, %llu] = %.7g, ref %.7g "
-                     "(diff %.3g > %.3g)", what, file, dp_dtype_name(t), dp_qlayout_name(m->layout), dp_dtype_name(adt),
-                     T, N, K, m->w_row_blocks, (unsigned long long)(i / N), (unsigned long long)(i % N), got[i], r,
-                     diff, tl);
-        if (diff / tl > worst) worst = diff / tl;
+    void *bits1 = NULL;
+    for (uint32_t run = 0; run < n_runs; run++) {
+        const uint32_t un = n_runs > 1 ? UNS[run] : 0;
+        dp_kconst gemv_c[4] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}, {"UN", un}};
+        dp_kernel_desc kd = {.file = file, .defines = defs, .n_defines = nd,
+                             .constants = m->gemm ? NULL : gemv_c, .n_constants = m->gemm ? 0 : un ? 4 : 3};
+        dp_kernel *k = NULL;
+        if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel %s: %s", file, e.msg);
+        dp_dispatch d;
+        dp_dispatch_init(&d, k);
+        dp_dispatch_tensor(&d, "x", tx);
+        dp_dispatch_tensor(&d, "w", tw);
+        dp_dispatch_tensor(&d, "y", ty);
+        if (tb) dp_dispatch_tensor(&d, "bias", tb);
+        dp_dispatch_u32(&d, "T", T);
+        dp_dispatch_u32(&d, "N", N);
+        dp_dispatch_u32(&d, "K", K);
+        dp_dispatch_u32(&d, "x_stride", 0);
+        dp_dispatch_u32(&d, "y_stride", 0);
+        dp_dispatch_u32(&d, "w_row_blocks", m->w_row_blocks);
+        if (m->gemm) kg_run(c, &d, (N + 63) / 64, (T + 63) / 64, 1);
+        else kg_run(c, &d, (N + 3) / 4, (T + tt - 1) / tt, 1);
+        kg_download(ty, got, (uint64_t)T * N);
+
+        for (uint64_t i = 0; i < (uint64_t)T * N; i++) {
+            const double r = ref[i], diff = fabs((double)got[i] - r), tl = kq_tol(out_f16, r);
+            if (!(diff <= tl))
+                fail_msg("%s %s %s %s act=%s T=%u N=%u K=%u (w_row_blocks %u) UN=%u: y[%llu, %llu] = %.7g, ref %.7g "
+                         "(diff %.3g > %.3g)", what, file, dp_dtype_name(t), dp_qlayout_name(m->layout),
+                         dp_dtype_name(adt), T, N, K, m->w_row_blocks, un, (unsigned long long)(i / N),
+                         (unsigned long long)(i % N), got[i], r, diff, tl);
+            if (diff / tl > worst) worst = diff / tl;
+        }
+        if (n_runs > 1) {   /* UN only moves loads: the sums must be UN = 1's, bit for bit */
+            void *bits = malloc(ty->bytes);
+            assert_non_null(bits);
+            if (dp_gtensor_download(ty, 0, bits, ty->bytes, &e) != DP_OK) fail_msg("download: %s", e.msg);
+            if (run == 0) bits1 = bits;
+            else {
+                if (memcmp(bits, bits1, ty->bytes) != 0)
+                    fail_msg("%s %s %s %s act=%s T=%u N=%u K=%u (w_row_blocks %u): UN=%u output differs from UN=1 "
+                             "(bits)", what, file, dp_dtype_name(t), dp_qlayout_name(m->layout), dp_dtype_name(adt),
+                             T, N, K, m->w_row_blocks, un);
+                free(bits);
+            }
+            /* garbage for the next run to overwrite: an output it leaves unwritten then fails */
+            float *junk = malloc(sizeof(float) * T * N);
+            assert_non_null(junk);
+            for (uint64_t i = 0; i < (uint64_t)T * N; i++) junk[i] = 7.0f;
+            dp_gtensor_release(ty);
+            ty = kg_upload(c, out_f16 ? DP_F16 : DP_F32, junk, (uint64_t)T * N);
+            free(junk);
+        }
     }
+    free(bits1);
     dp_gtensor_release(tx); dp_gtensor_release(tb); dp_gtensor_release(ty);
     free(got); free(ref);
     return worst;

@@ -4,6 +4,9 @@
 ** dtype (f32, f16): DP_GLU with gelu_tanh and silu; three (Q, K, V) and two linears of one input, with and
 ** without biases; K on the vector path (640) and the element path (67, and a padded x stride); row counts
 ** whose row blocks straddle two weights (N0 odd with ROWS = 2, 3); T = 1, 3, 6 (T > TT: several token blocks).
+** UN (loads of UN chunks in flight) = 1, 2, 4 in both modes on shapes whose chunks per thread are not a
+** multiple of UN (and on the element path, which ignores UN): each output within tolerance of the reference
+** AND bit for bit the UN = 1 output.
 ** Inputs are rounded to their dtype on the host first, so the references see what the GPU reads.
 */
 #include <math.h>
@@ -58,6 +61,33 @@ static float *rand_rounded(ctx *c, dp_dtype dt, uint64_t n)
 
 static const char *wdef(dp_dtype w) { return w == DP_F32 ? "DP_W_F32" : w == DP_F16 ? "DP_W_F16" : "DP_W_BF16"; }
 
+/* The UN values a case runs with: {0} (the shader's default, no UN constant) or {1, 2, 4}. */
+static const uint32_t UNS[] = {1, 2, 4};
+#define N_RUNS(fc) ((fc)->unroll ? (uint32_t)DP_ARRAY_LEN(UNS) : 1u)
+#define RUN_UN(fc, run) ((fc)->unroll ? UNS[run] : 0u)
+
+/* gemv_multi.comp with WG 64, ROWS, TT and (un != 0) UN. */
+static dp_kernel *multi_kernel(ctx *c, const char **defs, uint32_t nd, uint32_t rows, uint32_t tt, uint32_t un)
+{
+    const dp_kconst consts[] = {{"WG", 64}, {"ROWS", rows}, {"TT", tt}, {"UN", un}};
+    dp_kernel_desc kd = {.file = "fused/gemv_multi.comp", .defines = defs, .n_defines = nd,
+                         .constants = consts, .n_constants = un ? 4 : 3};
+    dp_kernel *k = NULL;
+    dp_err e = {0};
+    if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel: %s", e.msg);
+    return k;
+}
+
+/* The output's bytes, for the bit comparison of UN > 1 with UN = 1. */
+static void *download_raw(const dp_gtensor *t)
+{
+    void *b = malloc(t->bytes);
+    dp_err e = {0};
+    assert_non_null(b);
+    if (dp_gtensor_download(t, 0, b, t->bytes, &e) != DP_OK) fail_msg("download: %s", e.msg);
+    return b;
+}
+
 static void submit(ctx *c, dp_dispatch *d, uint32_t rows_total, uint32_t T, uint32_t rows, uint32_t tt)
 {
     dp_err e = {0};
@@ -76,7 +106,10 @@ static float *compact(const float *x, uint32_t T, uint32_t K, uint32_t xs)
     return xc;
 }
 
-typedef struct fcase { uint32_t T, K, xs; uint32_t N[3]; uint32_t count; bool bias; uint32_t rows, tt; } fcase;
+typedef struct fcase {
+    uint32_t T, K, xs; uint32_t N[3]; uint32_t count; bool bias; uint32_t rows, tt;
+    bool unroll;   /* run with UN = 1, 2, 4 (else the default) */
+} fcase;
 
 static void run_glu(ctx *c, const fcase *fc, dp_glu_kind kind, dp_dtype wdt, bool act_f16)
 {
@@ -94,39 +127,47 @@ static void run_glu(ctx *c, const fcase *fc, dp_glu_kind kind, dp_dtype wdt, boo
     dp_gtensor *tx = upload(c, adt, x, (uint64_t)T * xs), *twg = upload(c, wdt, wg, (uint64_t)N * K);
     dp_gtensor *twu = upload(c, wdt, wu, (uint64_t)N * K), *ty = upload(c, adt, ref, (uint64_t)T * N);
     const char *defs[3] = {"DP_GLU", wdef(wdt), "DP_ACT_F16"};
-    const dp_kconst consts[] = {{"WG", 64}, {"ROWS", fc->rows}, {"TT", fc->tt}};
-    dp_kernel_desc kd = {.file = "fused/gemv_multi.comp", .defines = defs, .n_defines = act_f16 ? 3 : 2,
-                         .constants = consts, .n_constants = 3};
-    dp_kernel *k = NULL;
-    dp_err e = {0};
-    if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel: %s", e.msg);
     /* y starts as garbage (a sentinel) so an unwritten element fails */
     float *sent = malloc(sizeof(float) * T * N);
     assert_non_null(sent);
     for (uint64_t i = 0; i < (uint64_t)T * N; i++) sent[i] = 7.0f;
-    dp_gtensor_release(ty);
-    ty = upload(c, adt, sent, (uint64_t)T * N);
-    dp_dispatch d;
-    dp_dispatch_init(&d, k);
-    dp_dispatch_tensor(&d, "x", tx);
-    dp_dispatch_tensor(&d, "wg", twg);
-    dp_dispatch_tensor(&d, "wu", twu);
-    dp_dispatch_tensor(&d, "y", ty);
-    dp_dispatch_u32(&d, "T", T);
-    dp_dispatch_u32(&d, "N", N);
-    dp_dispatch_u32(&d, "K", K);
-    dp_dispatch_u32(&d, "x_stride", fc->xs);
-    dp_dispatch_u32(&d, "kind", kind == DP_GLU_SILU ? 1u : 0u);
-    submit(c, &d, N, T, fc->rows, fc->tt);
-    download(ty, got, (uint64_t)T * N);
-    for (uint64_t i = 0; i < (uint64_t)T * N; i++) {
-        const double ag = kind == DP_GLU_SILU ? dp_ref_silu(g[i]) : dp_ref_gelu_tanh(g[i]);
-        const double tl = tol_glu(act_f16, g[i], u[i], ref[i], ag), diff = fabs((double)got[i] - ref[i]);
-        if (!(diff <= tl))
-            fail_msg("glu %s w=%s act=%s T=%u N=%u K=%u: y[%llu] = %.7g, ref %.7g (diff %.3g > %.3g)",
-                     kind == DP_GLU_SILU ? "silu" : "gelu_tanh", dp_dtype_name(wdt), dp_dtype_name(adt), T, N, K,
-                     (unsigned long long)i, got[i], ref[i], diff, tl);
+    void *raw1 = NULL;
+    for (uint32_t run = 0; run < N_RUNS(fc); run++) {
+        const uint32_t un = RUN_UN(fc, run);
+        dp_kernel *k = multi_kernel(c, defs, act_f16 ? 3 : 2, fc->rows, fc->tt, un);
+        dp_gtensor_release(ty);
+        ty = upload(c, adt, sent, (uint64_t)T * N);
+        dp_dispatch d;
+        dp_dispatch_init(&d, k);
+        dp_dispatch_tensor(&d, "x", tx);
+        dp_dispatch_tensor(&d, "wg", twg);
+        dp_dispatch_tensor(&d, "wu", twu);
+        dp_dispatch_tensor(&d, "y", ty);
+        dp_dispatch_u32(&d, "T", T);
+        dp_dispatch_u32(&d, "N", N);
+        dp_dispatch_u32(&d, "K", K);
+        dp_dispatch_u32(&d, "x_stride", fc->xs);
+        dp_dispatch_u32(&d, "kind", kind == DP_GLU_SILU ? 1u : 0u);
+        submit(c, &d, N, T, fc->rows, fc->tt);
+        download(ty, got, (uint64_t)T * N);
+        for (uint64_t i = 0; i < (uint64_t)T * N; i++) {
+            const double ag = kind == DP_GLU_SILU ? dp_ref_silu(g[i]) : dp_ref_gelu_tanh(g[i]);
+            const double tl = tol_glu(act_f16, g[i], u[i], ref[i], ag), diff = fabs((double)got[i] - ref[i]);
+            if (!(diff <= tl))
+                fail_msg("glu %s w=%s act=%s T=%u N=%u K=%u UN=%u: y[%llu] = %.7g, ref %.7g (diff %.3g > %.3g)",
+                         kind == DP_GLU_SILU ? "silu" : "gelu_tanh", dp_dtype_name(wdt), dp_dtype_name(adt), T, N, K,
+                         un, (unsigned long long)i, got[i], ref[i], diff, tl);
+        }
+        void *raw = download_raw(ty);
+        if (run == 0) raw1 = raw;
+        else {
+            if (memcmp(raw, raw1, ty->bytes) != 0)
+                fail_msg("glu w=%s act=%s T=%u N=%u K=%u: UN=%u output differs from UN=1 (bits)", dp_dtype_name(wdt),
+                         dp_dtype_name(adt), T, N, K, un);
+            free(raw);
+        }
     }
+    free(raw1);
     dp_gtensor_release(tx); dp_gtensor_release(twg); dp_gtensor_release(twu); dp_gtensor_release(ty);
     free(x); free(wg); free(wu); free(xc); free(ref); free(g); free(u); free(got); free(sent);
 }
@@ -161,37 +202,53 @@ static void run_multi(ctx *c, const fcase *fc, dp_dtype wdt, bool act_f16)
 
     const char *defs[3] = {wdef(wdt), "DP_BIAS", "DP_ACT_F16"};
     const char *defs_nb[2] = {wdef(wdt), "DP_ACT_F16"};
-    const dp_kconst consts[] = {{"WG", 64}, {"ROWS", fc->rows}, {"TT", fc->tt}};
-    dp_kernel_desc kd = {.file = "fused/gemv_multi.comp", .defines = fc->bias ? defs : defs_nb,
-                         .n_defines = (fc->bias ? 2u : 1u) + (act_f16 ? 1u : 0u), .constants = consts, .n_constants = 3};
-    dp_kernel *k = NULL;
-    dp_err e = {0};
-    if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel: %s", e.msg);
-    dp_dispatch d;
-    dp_dispatch_init(&d, k);
     static const char *wn[3] = {"w0", "w1", "w2"}, *yn[3] = {"y0", "y1", "y2"}, *bn[3] = {"b0", "b1", "b2"},
                       *nn[3] = {"N0", "N1", "N2"};
-    dp_dispatch_tensor(&d, "x", tx);
-    for (uint32_t i = 0; i < 3; i++) {
-        dp_dispatch_tensor(&d, wn[i], tw[i]);
-        dp_dispatch_tensor(&d, yn[i], ty[i]);
-        if (fc->bias) dp_dispatch_tensor(&d, bn[i], tb[i]);
-        dp_dispatch_u32(&d, nn[i], N[i]);
-    }
-    dp_dispatch_u32(&d, "T", T);
-    dp_dispatch_u32(&d, "K", K);
-    dp_dispatch_u32(&d, "x_stride", fc->xs);
-    submit(c, &d, N[0] + N[1] + N[2], T, fc->rows, fc->tt);
-    for (uint32_t i = 0; i < n; i++) {
-        download(ty[i], got[i], (uint64_t)T * N[i]);
-        for (uint64_t q = 0; q < (uint64_t)T * N[i]; q++) {
-            const double diff = fabs((double)got[i][q] - ref[i][q]), tl = tol_lin(act_f16, ref[i][q]);
-            if (!(diff <= tl))
-                fail_msg("multi %u/%u w=%s act=%s bias=%d T=%u N=%u K=%u: y%u[%llu] = %.7g, ref %.7g (diff %.3g > %.3g)",
-                         i, n, dp_dtype_name(wdt), dp_dtype_name(adt), fc->bias, T, N[i], K, i,
-                         (unsigned long long)q, got[i][q], ref[i][q], diff, tl);
+    void *raw1[3] = {NULL, NULL, NULL};
+    for (uint32_t run = 0; run < N_RUNS(fc); run++) {
+        const uint32_t un = RUN_UN(fc, run);
+        dp_kernel *k = multi_kernel(c, fc->bias ? defs : defs_nb, (fc->bias ? 2u : 1u) + (act_f16 ? 1u : 0u),
+                                    fc->rows, fc->tt, un);
+        if (run > 0)   /* a fresh sentinel: every run must write its outputs itself */
+            for (uint32_t i = 0; i < n; i++) {
+                for (uint64_t q = 0; q < (uint64_t)T * N[i]; q++) got[i][q] = 7.0f;
+                dp_gtensor_release(ty[i]);
+                ty[i] = upload(c, adt, got[i], (uint64_t)T * N[i]);
+            }
+        for (uint32_t i = n; i < 3; i++) ty[i] = ty[n - 1];
+        dp_dispatch d;
+        dp_dispatch_init(&d, k);
+        dp_dispatch_tensor(&d, "x", tx);
+        for (uint32_t i = 0; i < 3; i++) {
+            dp_dispatch_tensor(&d, wn[i], tw[i]);
+            dp_dispatch_tensor(&d, yn[i], ty[i]);
+            if (fc->bias) dp_dispatch_tensor(&d, bn[i], tb[i]);
+            dp_dispatch_u32(&d, nn[i], N[i]);
+        }
+        dp_dispatch_u32(&d, "T", T);
+        dp_dispatch_u32(&d, "K", K);
+        dp_dispatch_u32(&d, "x_stride", fc->xs);
+        submit(c, &d, N[0] + N[1] + N[2], T, fc->rows, fc->tt);
+        for (uint32_t i = 0; i < n; i++) {
+            download(ty[i], got[i], (uint64_t)T * N[i]);
+            for (uint64_t q = 0; q < (uint64_t)T * N[i]; q++) {
+                const double diff = fabs((double)got[i][q] - ref[i][q]), tl = tol_lin(act_f16, ref[i][q]);
+                if (!(diff <= tl))
+                    fail_msg("multi %u/%u w=%s act=%s bias=%d T=%u N=%u K=%u UN=%u: y%u[%llu] = %.7g, ref %.7g "
+                             "(diff %.3g > %.3g)", i, n, dp_dtype_name(wdt), dp_dtype_name(adt), fc->bias, T, N[i],
+                             K, un, i, (unsigned long long)q, got[i][q], ref[i][q], diff, tl);
+            }
+            void *raw = download_raw(ty[i]);
+            if (run == 0) raw1[i] = raw;
+            else {
+                if (memcmp(raw, raw1[i], ty[i]->bytes) != 0)
+                    fail_msg("multi %u/%u w=%s act=%s T=%u N=%u K=%u: UN=%u output y%u differs from UN=1 (bits)", i, n,
+                             dp_dtype_name(wdt), dp_dtype_name(adt), T, N[i], K, un, i);
+                free(raw);
+            }
         }
     }
+    for (uint32_t i = 0; i < n; i++) free(raw1[i]);
     dp_gtensor_release(tx);
     for (uint32_t i = 0; i < n; i++) {
         dp_gtensor_release(tw[i]); dp_gtensor_release(tb[i]); dp_gtensor_release(ty[i]);
@@ -202,11 +259,16 @@ static void run_multi(ctx *c, const fcase *fc, dp_dtype wdt, bool act_f16)
 
 static const fcase CASES[] = {
     /* T, K, xs, {N0, N1, N2}, count, bias, ROWS, TT */
-    {1, 640, 0, {37, 8, 8}, 3, false, 2, 1},
-    {1, 67, 0, {24, 9, 9}, 3, true, 3, 1},
-    {3, 640, 0, {21, 7, 5}, 3, true, 2, 3},
-    {6, 96, 100, {13, 13, 0}, 2, false, 2, 4},
-    {6, 67, 0, {15, 6, 6}, 3, true, 4, 4},
+    {1, 640, 0, {37, 8, 8}, 3, false, 2, 1, false},
+    {1, 67, 0, {24, 9, 9}, 3, true, 3, 1, false},
+    {3, 640, 0, {21, 7, 5}, 3, true, 2, 3, false},
+    {6, 96, 100, {13, 13, 0}, 2, false, 2, 4, false},
+    {6, 67, 0, {15, 6, 6}, 3, true, 4, 4, false},
+    /* UN = 1, 2, 4 at WG = 64. K = 1152: 144 chunks of 8 (f16/bf16 weights), 2 or 3 per thread; 288 of 4
+       (f32), 4 or 5. K = 2112: 264 (5 or 4 per thread) and 528 (9 or 8). K = 67: the element path. */
+    {1, 1152, 0, {37, 8, 8}, 3, false, 2, 1, true},
+    {2, 2112, 0, {13, 7, 0}, 2, true, 3, 2, true},
+    {1, 67, 0, {15, 6, 6}, 3, true, 2, 1, true},
 };
 
 static void test_glu(void **state)

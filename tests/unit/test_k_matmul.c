@@ -3,6 +3,8 @@
 ** for every weight dtype (f32, f16, bf16) x activation dtype (f32, f16), bias on and off, shapes that take
 ** the vectorised path (K = 1152, 640) and the element path (K = 67, or K % 8 != 0 with 16-bit weights, or
 ** a padded x row stride), N not a multiple of the row block or tile, and T = 1, 3, 17, 64.
+** gemv.comp's UN (loads of UN chunks in flight) = 2 and 4 on shapes whose chunks per thread are not a
+** multiple of UN: each output within tol() of the reference AND bit for bit the UN = 1 output.
 ** The inputs are rounded to their stored dtype on the host first, so the reference sees exactly the values
 ** the GPU reads; what remains is accumulation order and output rounding (bounds: see tol()).
 */
@@ -47,6 +49,7 @@ typedef struct lin_case {
     const dp_kconst *consts; /* NULL: shader defaults */
     uint32_t n_consts;
     uint32_t fold_gx;        /* gemv: force this many groups along x (0: no folding); tests the z fold */
+    bool     unroll;         /* gemv: run with UN = 1, 2, 4 (each checked, and 2, 4 bit for bit = 1) */
 } lin_case;
 
 static uint32_t kconst(const lin_case *lc, const char *name, uint32_t def)
@@ -89,58 +92,85 @@ static void run_case(ctx *c, const lin_case *lc, dp_dtype wdt, bool act_f16)
     defs[nd++] = wdt == DP_F32 ? "DP_W_F32" : wdt == DP_F16 ? "DP_W_F16" : "DP_W_BF16";
     if (act_f16) defs[nd++] = "DP_ACT_F16";
     if (lc->bias) defs[nd++] = "DP_BIAS";
-    dp_kernel_desc kd = {.file = lc->file, .defines = defs, .n_defines = nd,
-                         .constants = lc->consts, .n_constants = lc->n_consts};
-    dp_kernel *k = NULL;
-    if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel %s: %s", lc->file, e.msg);
 
-    dp_dispatch d;
-    dp_dispatch_init(&d, k);
-    dp_dispatch_tensor(&d, "x", tx);
-    dp_dispatch_tensor(&d, "w", tw);
-    dp_dispatch_tensor(&d, "y", ty);
-    if (lc->bias) dp_dispatch_tensor(&d, "bias", tb);
-    dp_dispatch_u32(&d, "T", T);
-    dp_dispatch_u32(&d, "N", N);
-    dp_dispatch_u32(&d, "K", K);
-    dp_dispatch_u32(&d, "x_stride", lc->x_stride);
-    dp_dispatch_u32(&d, "y_stride", lc->y_stride);
-
-    uint32_t gx, gy, gz = 1;
-    if (strstr(lc->file, "gemv")) {
-        const uint32_t rows = kconst(lc, "ROWS", 2), tt = kconst(lc, "TT", 1);
-        const uint32_t nb = (N + rows - 1) / rows;
-        gx = lc->fold_gx ? lc->fold_gx : nb;
-        gz = (nb + gx - 1) / gx;
-        gy = (T + tt - 1) / tt;
-    } else {
-        const uint32_t bm = kconst(lc, "BM", 64), bn = kconst(lc, "BN", 64);
-        gx = (N + bn - 1) / bn;
-        gy = (T + bm - 1) / bm;
-    }
-    if (dp_recorder_begin(c->rec, &e) != DP_OK || dp_recorder_dispatch(c->rec, &d, gx, gy, gz, &e) != DP_OK ||
-        dp_recorder_submit(c->rec, &e) != DP_OK)
-        fail_msg("%s T=%u N=%u K=%u: %s", lc->file, T, N, K, e.msg);
-    download(ty, got, (uint64_t)T * ys);
-
-    double worst = 0.0;
-    for (uint32_t t = 0; t < T; t++) {
-        for (uint32_t n = 0; n < ys; n++) {
-            const float g = got[(uint64_t)t * ys + n];
-            if (n >= N) {
-                if (g != 7.0f) fail_msg("%s: y[%u, %u] outside the slice was overwritten", lc->file, t, n);
-                continue;
-            }
-            const double r = ref[(uint64_t)t * N + n], diff = fabs((double)g - r);
-            if (!(diff <= tol(act_f16, r)))
-                fail_msg("%s w=%s act=%s bias=%d T=%u N=%u K=%u: y[%u, %u] = %.7g, ref %.7g (diff %.3g > %.3g)",
-                         lc->file, dp_dtype_name(wdt), dp_dtype_name(adt), lc->bias, T, N, K, t, n, g, r,
-                         diff, tol(act_f16, r));
-            if (diff / tol(act_f16, r) > worst) worst = diff / tol(act_f16, r);
+    /* UN = 0: the case's constants only (the shader's default); else UN set as well. */
+    static const uint32_t UNS[] = {1, 2, 4};
+    const uint32_t n_runs = lc->unroll ? DP_ARRAY_LEN(UNS) : 1;
+    const size_t ybytes = (size_t)T * ys * (act_f16 ? 2 : 4);
+    uint8_t *raw = malloc(ybytes), *raw1 = malloc(ybytes);
+    assert_true(raw && raw1);
+    for (uint32_t run = 0; run < n_runs; run++) {
+        const uint32_t un = lc->unroll ? UNS[run] : 0;
+        dp_kconst consts[8];
+        assert_true(lc->n_consts < DP_ARRAY_LEN(consts));
+        uint32_t nc = 0;
+        for (uint32_t i = 0; i < lc->n_consts; i++) consts[nc++] = lc->consts[i];
+        if (un) consts[nc++] = (dp_kconst){"UN", un};
+        dp_kernel_desc kd = {.file = lc->file, .defines = defs, .n_defines = nd,
+                             .constants = nc ? consts : NULL, .n_constants = nc};
+        dp_kernel *k = NULL;
+        if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel %s: %s", lc->file, e.msg);
+        if (run > 0) {   /* a fresh sentinel: every run must write its outputs itself */
+            dp_gtensor_release(ty);
+            ty = upload(c, adt, sent, (uint64_t)T * ys);
         }
+
+        dp_dispatch d;
+        dp_dispatch_init(&d, k);
+        dp_dispatch_tensor(&d, "x", tx);
+        dp_dispatch_tensor(&d, "w", tw);
+        dp_dispatch_tensor(&d, "y", ty);
+        if (lc->bias) dp_dispatch_tensor(&d, "bias", tb);
+        dp_dispatch_u32(&d, "T", T);
+        dp_dispatch_u32(&d, "N", N);
+        dp_dispatch_u32(&d, "K", K);
+        dp_dispatch_u32(&d, "x_stride", lc->x_stride);
+        dp_dispatch_u32(&d, "y_stride", lc->y_stride);
+
+        uint32_t gx, gy, gz = 1;
+        if (strstr(lc->file, "gemv")) {
+            const uint32_t rows = kconst(lc, "ROWS", 2), tt = kconst(lc, "TT", 1);
+            const uint32_t nb = (N + rows - 1) / rows;
+            gx = lc->fold_gx ? lc->fold_gx : nb;
+            gz = (nb + gx - 1) / gx;
+            gy = (T + tt - 1) / tt;
+        } else {
+            const uint32_t bm = kconst(lc, "BM", 64), bn = kconst(lc, "BN", 64);
+            gx = (N + bn - 1) / bn;
+            gy = (T + bm - 1) / bm;
+        }
+        if (dp_recorder_begin(c->rec, &e) != DP_OK || dp_recorder_dispatch(c->rec, &d, gx, gy, gz, &e) != DP_OK ||
+            dp_recorder_submit(c->rec, &e) != DP_OK)
+            fail_msg("%s T=%u N=%u K=%u UN=%u: %s", lc->file, T, N, K, un, e.msg);
+        download(ty, got, (uint64_t)T * ys);
+        if (dp_gtensor_download(ty, 0, raw, ybytes, &e) != DP_OK) fail_msg("download: %s", e.msg);
+
+        double worst = 0.0;
+        for (uint32_t t = 0; t < T; t++) {
+            for (uint32_t n = 0; n < ys; n++) {
+                const float g = got[(uint64_t)t * ys + n];
+                if (n >= N) {
+                    if (g != 7.0f) fail_msg("%s: y[%u, %u] outside the slice was overwritten", lc->file, t, n);
+                    continue;
+                }
+                const double r = ref[(uint64_t)t * N + n], diff = fabs((double)g - r);
+                if (!(diff <= tol(act_f16, r)))
+                    fail_msg("%s w=%s act=%s bias=%d T=%u N=%u K=%u UN=%u: y[%u, %u] = %.7g, ref %.7g (diff %.3g > %.3g)",
+                             lc->file, dp_dtype_name(wdt), dp_dtype_name(adt), lc->bias, T, N, K, un, t, n, g, r,
+                             diff, tol(act_f16, r));
+                if (diff / tol(act_f16, r) > worst) worst = diff / tol(act_f16, r);
+            }
+        }
+        /* the unrolled loop must sum in the UN = 1 order: the same bits */
+        if (run == 0) memcpy(raw1, raw, ybytes);
+        else if (memcmp(raw, raw1, ybytes) != 0)
+            fail_msg("%s w=%s act=%s T=%u N=%u K=%u: UN=%u output differs from UN=1 (bits)", lc->file,
+                     dp_dtype_name(wdt), dp_dtype_name(adt), T, N, K, un);
+        print_message("  %s w=%-4s act=%s bias=%d T=%-2u N=%-4u K=%-4u xs=%u ys=%u UN=%u: worst err/tol %.3f%s\n",
+                      lc->file, dp_dtype_name(wdt), dp_dtype_name(adt), lc->bias, T, N, K, xs, ys, un, worst,
+                      run > 0 ? ", bits = UN=1" : "");
     }
-    print_message("  %s w=%-4s act=%s bias=%d T=%-2u N=%-4u K=%-4u xs=%u ys=%u: worst err/tol %.3f\n", lc->file,
-                  dp_dtype_name(wdt), dp_dtype_name(adt), lc->bias, T, N, K, xs, ys, worst);
+    free(raw); free(raw1);
 
     dp_gtensor_release(tx);
     dp_gtensor_release(tw);
@@ -161,23 +191,36 @@ static void run_all_dtypes(ctx *c, const lin_case *cases, size_t n)
 static const dp_kconst GEMV_WIDE[] = {{"WG", 64}, {"ROWS", 4}, {"TT", 3}};
 static const dp_kconst GEMV_ONE[]  = {{"WG", 32}, {"ROWS", 1}, {"TT", 1}};
 
+/* UN = 1, 2, 4: chunks per thread not a multiple of UN. f16/bf16 weights (8 per chunk): K = 1152 is 144
+** chunks, 4 or 5 per thread at WG = 32; K = 640 is 80, 2 or 3. f32 weights (4 per chunk): 9 per thread at
+** K = 1152, 5 at K = 640, 4 or 5 at WG = 64. */
+static const dp_kconst GEMV_UN_A[] = {{"WG", 32}, {"ROWS", 2}, {"TT", 1}};
+static const dp_kconst GEMV_UN_B[] = {{"WG", 32}, {"ROWS", 4}, {"TT", 3}};
+static const dp_kconst GEMV_UN_C[] = {{"WG", 64}, {"ROWS", 1}, {"TT", 2}};
+
 static void test_gemv(void **state)
 {
     ctx *c = *state;
     const lin_case cases[] = {
         /* decode shapes: vectorised path; N not a multiple of ROWS */
-        {"matmul/gemv.comp", 1, 37, 1152, 0, 0, false, NULL, 0, 0},
-        {"matmul/gemv.comp", 1, 33, 640, 0, 0, true, NULL, 0, 0},
+        {"matmul/gemv.comp", 1, 37, 1152, 0, 0, false, NULL, 0, 0, false},
+        {"matmul/gemv.comp", 1, 33, 640, 0, 0, true, NULL, 0, 0, false},
         /* K = 67: element path; K = 36: vectorised for f32 weights only (36 % 8 != 0) */
-        {"matmul/gemv.comp", 1, 13, 67, 0, 0, true, NULL, 0, 0},
-        {"matmul/gemv.comp", 3, 9, 36, 0, 0, false, NULL, 0, 0},
+        {"matmul/gemv.comp", 1, 13, 67, 0, 0, true, NULL, 0, 0, false},
+        {"matmul/gemv.comp", 3, 9, 36, 0, 0, false, NULL, 0, 0, false},
         /* several tokens per pass, 4 rows per group, tokens not a multiple of TT, padded x rows */
-        {"matmul/gemv.comp", 3, 30, 640, 0, 0, true, GEMV_WIDE, 3, 0},
-        {"matmul/gemv.comp", 17, 21, 67, 0, 0, false, GEMV_WIDE, 3, 0},
-        {"matmul/gemv.comp", 3, 11, 64, 68, 0, false, GEMV_WIDE, 3, 0},
-        {"matmul/gemv.comp", 2, 10, 96, 97, 0, true, NULL, 0, 0},
+        {"matmul/gemv.comp", 3, 30, 640, 0, 0, true, GEMV_WIDE, 3, 0, false},
+        {"matmul/gemv.comp", 17, 21, 67, 0, 0, false, GEMV_WIDE, 3, 0, false},
+        {"matmul/gemv.comp", 3, 11, 64, 68, 0, false, GEMV_WIDE, 3, 0, false},
+        {"matmul/gemv.comp", 2, 10, 96, 97, 0, true, NULL, 0, 0, false},
         /* row blocks folded into x * z (gx = 4 for 7 blocks: one no-op block); y a column slice */
-        {"matmul/gemv.comp", 1, 7, 1152, 0, 12, true, GEMV_ONE, 3, 4},
+        {"matmul/gemv.comp", 1, 7, 1152, 0, 12, true, GEMV_ONE, 3, 4, false},
+        /* UN = 1, 2, 4: decode shape; several tokens per pass; folded row blocks, a y slice, bias; and
+           the element path (K = 67), which ignores UN */
+        {"matmul/gemv.comp", 1, 37, 1152, 0, 0, false, GEMV_UN_A, 3, 0, true},
+        {"matmul/gemv.comp", 3, 30, 640, 0, 0, true, GEMV_UN_B, 3, 0, true},
+        {"matmul/gemv.comp", 2, 7, 1152, 0, 12, true, GEMV_UN_C, 3, 4, true},
+        {"matmul/gemv.comp", 1, 13, 67, 0, 0, true, GEMV_UN_A, 3, 0, true},
     };
     run_all_dtypes(c, cases, DP_ARRAY_LEN(cases));
 }
@@ -188,11 +231,11 @@ static void test_gemm(void **state)
 {
     ctx *c = *state;
     const lin_case cases[] = {
-        {"matmul/gemm.comp", 17, 70, 67, 0, 0, true, NULL, 0, 0},
-        {"matmul/gemm.comp", 64, 96, 640, 0, 0, false, NULL, 0, 0},
-        {"matmul/gemm.comp", 3, 65, 1152, 0, 0, true, NULL, 0, 0},
-        {"matmul/gemm.comp", 64, 40, 1152, 1153, 45, false, GEMM_SMALL, 6, 0},
-        {"matmul/gemm.comp", 17, 130, 67, 0, 0, true, GEMM_SMALL, 6, 0},
+        {"matmul/gemm.comp", 17, 70, 67, 0, 0, true, NULL, 0, 0, false},
+        {"matmul/gemm.comp", 64, 96, 640, 0, 0, false, NULL, 0, 0, false},
+        {"matmul/gemm.comp", 3, 65, 1152, 0, 0, true, NULL, 0, 0, false},
+        {"matmul/gemm.comp", 64, 40, 1152, 1153, 45, false, GEMM_SMALL, 6, 0, false},
+        {"matmul/gemm.comp", 17, 130, 67, 0, 0, true, GEMM_SMALL, 6, 0, false},
     };
     run_all_dtypes(c, cases, DP_ARRAY_LEN(cases));
 }

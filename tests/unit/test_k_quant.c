@@ -8,6 +8,9 @@
 **   K = 1152, 1120, 6912 for the 32-element types and 256, 6912 for the K-quants (their K must be a multiple
 **   of 256), T = 1, 3 (gemv) and 3, 17, 64 (gemm), f32 and f16 activations, N not a multiple of the row block
 **   or tile, bias and f32 output, plus a real fixture tensor.
+**   gemv_q (DP_GLU too) also with UN (units in flight per thread) = 1, 2, 4, on K whose units per thread are
+**   not a multiple of UN (WG 128, ROWS 4: 32 threads per row; K = 1152 is 36 units, 6912 is 216, 256 is 8):
+**   each within tolerance, and UN = 2, 4 bit for bit the UN = 1 output.
 ** x is rounded to the activation dtype on the host first, so the reference sees exactly what the GPU reads.
 */
 #include <math.h>
@@ -146,6 +149,7 @@ typedef struct mm_case {
     bool gemm;
     uint32_t T, N, K;
     bool bias, out_f32;
+    bool unroll;   /* gemv_q: UN = 1, 2, 4 (kq_mm.unroll) */
 } mm_case;
 
 /* y = x · Wᵀ with W = blocks (type t, [N, K]) on the GPU vs f64 on the CPU-dequantised W. */
@@ -161,11 +165,11 @@ static void run_mm(kg_ctx *c, dp_dtype t, const uint8_t *blocks, const mm_case *
     kg_round(x, adt, (uint64_t)T * K);
     dp_gtensor *tw = upload_blocks(c, t, blocks, N, K);
     const kq_mm m = {.gemm = mc->gemm, .T = T, .N = N, .K = K, .act_f16 = act_f16, .out_f32 = mc->out_f32,
-                     .bias = mc->bias ? b : NULL, .layout = DP_QLAYOUT_ROW};
+                     .bias = mc->bias ? b : NULL, .layout = DP_QLAYOUT_ROW, .unroll = mc->unroll};
     const double worst = kq_check_mm(c, t, &m, x, w, tw, what);
-    print_message("  %-5s %-18s %-5s act=%s T=%-2u N=%-3u K=%-4u bias=%d out_f32=%d: worst err/tol %.3f\n", what,
+    print_message("  %-5s %-18s %-5s act=%s T=%-2u N=%-3u K=%-4u bias=%d out_f32=%d: worst err/tol %.3f%s\n", what,
                   mc->gemm ? "gemm_q.comp" : "gemv_q.comp", dp_dtype_name(t), dp_dtype_name(adt), T, N, K, mc->bias,
-                  mc->out_f32, worst);
+                  mc->out_f32, worst, mc->unroll ? " (UN 1, 2, 4: same bits)" : "");
     dp_gtensor_release(tw);
     free(x); free(w); free(b);
 }
@@ -191,9 +195,9 @@ static void run_random_mm(kg_ctx *c, const mm_case *cases, size_t n_cases)
 static void test_gemv_q(void **state)
 {
     const mm_case cases[] = {
-        {false, 1, 37, 1152, false, false},
-        {false, 3, 13, 6912, true, false},
-        {false, 1, 10, 1120, false, true},
+        {false, 1, 37, 1152, false, false, true},
+        {false, 3, 13, 6912, true, false, true},
+        {false, 1, 10, 1120, false, true, true},
     };
     run_random_mm(*state, cases, DP_ARRAY_LEN(cases));
 }
@@ -222,48 +226,69 @@ static void run_glu_q(kg_ctx *c, dp_dtype t, uint32_t T, uint32_t N, uint32_t K,
     if (dp_gtensor_create(c->dev, adt, 1, shape, &ty, &e) != DP_OK) fail_msg("%s", e.msg);
     const char *defs[3] = {kq_qdefine(t), "DP_GLU", "DP_ACT_F16"};
     const uint32_t tt = T < 4 ? T : 4;
-    dp_kconst kc[3] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}};
-    dp_kernel_desc kd = {.file = "matmul/gemv_q.comp", .defines = defs, .n_defines = act_f16 ? 3 : 2,
-                         .constants = kc, .n_constants = 3};
-    dp_kernel *k = NULL;
-    if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel gemv_q (DP_GLU): %s", e.msg);
-    dp_dispatch d;
-    dp_dispatch_init(&d, k);
-    dp_dispatch_tensor(&d, "x", tx);
-    dp_dispatch_tensor(&d, "w", tg);
-    dp_dispatch_tensor(&d, "wu", tu);
-    dp_dispatch_tensor(&d, "y", ty);
-    dp_dispatch_u32(&d, "T", T);
-    dp_dispatch_u32(&d, "N", N);
-    dp_dispatch_u32(&d, "K", K);
-    dp_dispatch_u32(&d, "x_stride", 0);
-    dp_dispatch_u32(&d, "y_stride", 0);
-    dp_dispatch_u32(&d, "w_row_blocks", 0);
-    dp_dispatch_u32(&d, "kind", kind == DP_GLU_SILU ? 1u : 0u);
-    kg_run(c, &d, (N + 3) / 4, (T + tt - 1) / tt, 1);
-    kg_download(ty, got, (uint64_t)T * N);
-
+    static const uint32_t UNS[] = {1, 2, 4};   /* units in flight; UN = 2, 4 must give UN = 1's bits */
     double worst = 0.0;
-    for (uint32_t i = 0; i < T; i++)
-        for (uint32_t n = 0; n < N; n++) {
-            double g = 0.0, u = 0.0;
-            for (uint32_t kk = 0; kk < K; kk++) {
-                g += (double)x[(uint64_t)i * K + kk] * wg[(uint64_t)n * K + kk];
-                u += (double)x[(uint64_t)i * K + kk] * wu[(uint64_t)n * K + kk];
-            }
-            const double ag = kind == DP_GLU_SILU ? g / (1.0 + exp(-g)) : 0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
-            const double y = ag * u;
-            const double eg = 1e-4 * (fabs(g) > 1.0 ? fabs(g) : 1.0), eu = 1e-4 * (fabs(u) > 1.0 ? fabs(u) : 1.0);
-            double tl = 1.2 * eg * fabs(u) + fabs(ag) * eu + 1e-5 * fabs(y) + 1e-7;
-            if (act_f16) tl += 1e-3 * fabs(y);
-            const double diff = fabs((double)got[(uint64_t)i * N + n] - y);
-            if (!(diff <= tl))
-                fail_msg("gemv_q DP_GLU %s %s act=%s T=%u N=%u K=%u: y[%u, %u] = %.7g, ref %.7g (diff %.3g > %.3g)",
-                         kind == DP_GLU_SILU ? "silu" : "gelu_tanh", dp_dtype_name(t), dp_dtype_name(adt), T, N, K, i, n,
-                         got[(uint64_t)i * N + n], y, diff, tl);
-            if (diff / tl > worst) worst = diff / tl;
+    void *bits1 = NULL;
+    for (uint32_t run = 0; run < DP_ARRAY_LEN(UNS); run++) {
+        const uint32_t un = UNS[run];
+        dp_kconst kc[4] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}, {"UN", un}};
+        dp_kernel_desc kd = {.file = "matmul/gemv_q.comp", .defines = defs, .n_defines = act_f16 ? 3 : 2,
+                             .constants = kc, .n_constants = 4};
+        dp_kernel *k = NULL;
+        if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel gemv_q (DP_GLU): %s", e.msg);
+        if (run > 0) {   /* garbage for this run to overwrite */
+            for (uint64_t i = 0; i < (uint64_t)T * N; i++) got[i] = 7.0f;
+            dp_gtensor_release(ty);
+            ty = kg_upload(c, adt, got, (uint64_t)T * N);
         }
-    print_message("  glu   gemv_q.comp %-9s %-5s act=%s T=%-2u N=%-3u K=%-4u: worst err/tol %.3f\n",
+        dp_dispatch d;
+        dp_dispatch_init(&d, k);
+        dp_dispatch_tensor(&d, "x", tx);
+        dp_dispatch_tensor(&d, "w", tg);
+        dp_dispatch_tensor(&d, "wu", tu);
+        dp_dispatch_tensor(&d, "y", ty);
+        dp_dispatch_u32(&d, "T", T);
+        dp_dispatch_u32(&d, "N", N);
+        dp_dispatch_u32(&d, "K", K);
+        dp_dispatch_u32(&d, "x_stride", 0);
+        dp_dispatch_u32(&d, "y_stride", 0);
+        dp_dispatch_u32(&d, "w_row_blocks", 0);
+        dp_dispatch_u32(&d, "kind", kind == DP_GLU_SILU ? 1u : 0u);
+        kg_run(c, &d, (N + 3) / 4, (T + tt - 1) / tt, 1);
+        kg_download(ty, got, (uint64_t)T * N);
+
+        for (uint32_t i = 0; i < T; i++)
+            for (uint32_t n = 0; n < N; n++) {
+                double g = 0.0, u = 0.0;
+                for (uint32_t kk = 0; kk < K; kk++) {
+                    g += (double)x[(uint64_t)i * K + kk] * wg[(uint64_t)n * K + kk];
+                    u += (double)x[(uint64_t)i * K + kk] * wu[(uint64_t)n * K + kk];
+                }
+                const double ag = kind == DP_GLU_SILU ? g / (1.0 + exp(-g)) : 0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+                const double y = ag * u;
+                const double eg = 1e-4 * (fabs(g) > 1.0 ? fabs(g) : 1.0), eu = 1e-4 * (fabs(u) > 1.0 ? fabs(u) : 1.0);
+                double tl = 1.2 * eg * fabs(u) + fabs(ag) * eu + 1e-5 * fabs(y) + 1e-7;
+                if (act_f16) tl += 1e-3 * fabs(y);
+                const double diff = fabs((double)got[(uint64_t)i * N + n] - y);
+                if (!(diff <= tl))
+                    fail_msg("gemv_q DP_GLU %s %s act=%s T=%u N=%u K=%u UN=%u: y[%u, %u] = %.7g, ref %.7g (diff %.3g > %.3g)",
+                             kind == DP_GLU_SILU ? "silu" : "gelu_tanh", dp_dtype_name(t), dp_dtype_name(adt), T, N, K,
+                             un, i, n, got[(uint64_t)i * N + n], y, diff, tl);
+                if (diff / tl > worst) worst = diff / tl;
+            }
+        void *bits = malloc(ty->bytes);
+        assert_non_null(bits);
+        if (dp_gtensor_download(ty, 0, bits, ty->bytes, &e) != DP_OK) fail_msg("download: %s", e.msg);
+        if (run == 0) bits1 = bits;
+        else {
+            if (memcmp(bits, bits1, ty->bytes) != 0)
+                fail_msg("gemv_q DP_GLU %s act=%s T=%u N=%u K=%u: UN=%u output differs from UN=1 (bits)",
+                         dp_dtype_name(t), dp_dtype_name(adt), T, N, K, un);
+            free(bits);
+        }
+    }
+    free(bits1);
+    print_message("  glu   gemv_q.comp %-9s %-5s act=%s T=%-2u N=%-3u K=%-4u: worst err/tol %.3f (UN 1, 2, 4: same bits)\n",
                   kind == DP_GLU_SILU ? "silu" : "gelu_tanh", dp_dtype_name(t), dp_dtype_name(adt), T, N, K, worst);
     dp_gtensor_release(tx); dp_gtensor_release(tg); dp_gtensor_release(tu); dp_gtensor_release(ty);
     free(bg); free(bu); free(x); free(wg); free(wu); free(got);
@@ -286,9 +311,9 @@ static void test_gemv_q_glu(void **state)
 static void test_gemm_q(void **state)
 {
     const mm_case cases[] = {
-        {true, 64, 70, 1152, false, false},
-        {true, 17, 9, 6912, true, false},
-        {true, 3, 65, 1120, false, true},
+        {true, 64, 70, 1152, false, false, false},
+        {true, 17, 9, 6912, true, false, false},
+        {true, 3, 65, 1120, false, true, false},
     };
     run_random_mm(*state, cases, DP_ARRAY_LEN(cases));
 }
@@ -303,8 +328,8 @@ static void test_mm_fixture(void **state)
         const dp_gguf_tensor *t = dp_gguf_find_tensor(g, names[i]);
         assert_non_null(t);
         assert_true(gpu_type(t->dtype));
-        mm_case v = {false, 3, (uint32_t)t->ne[1], (uint32_t)t->ne[0], false, false};
-        mm_case m = {true, 19, (uint32_t)t->ne[1], (uint32_t)t->ne[0], true, false};
+        mm_case v = {false, 3, (uint32_t)t->ne[1], (uint32_t)t->ne[0], false, false, true};
+        mm_case m = {true, 19, (uint32_t)t->ne[1], (uint32_t)t->ne[0], true, false, false};
         for (int a = 0; a < 2; a++) {
             run_mm(c, t->dtype, t->data, &v, a != 0, "gguf");
             run_mm(c, t->dtype, t->data, &m, a != 0, "gguf");

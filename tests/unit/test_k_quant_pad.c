@@ -9,7 +9,7 @@
 ** quarter used):
 ** - quant/dequant.comp: the logical [N, K] matrix, f32 bit-exact and f16 equal to the CPU value rounded;
 ** - matmul/gemv_q.comp (T = 1, 3) and gemm_q.comp (T = 17): within 1e-4 relative of an f64 matmul over the
-**   CPU-dequantised logical W (test_k_quant.c's bound);
+**   CPU-dequantised logical W (test_k_quant.c's bound); gemv_q at T = 1 with UN = 1, 2, 4, bit for bit alike;
 ** - embed/gather_q.comp: the gathered rows times the scale, bit-exact; an id past the table gives zeros.
 */
 #include <math.h>
@@ -83,7 +83,9 @@ static void check_mm(kg_ctx *c, const padded *p, dp_qlayout l, bool gemm, uint32
     assert_non_null(x);
     kg_fill(c, x, (uint64_t)T * K, 1.0f);
     dp_gtensor *tw = upload_padded(c, p, l);
-    const kq_mm m = {.gemm = gemm, .T = T, .N = N, .K = K, .layout = l, .w_row_blocks = p->row_blocks};
+    /* gemv_q at T = 1 also with UN = 2, 4 (bit for bit UN = 1): the units in flight skip x past K */
+    const kq_mm m = {.gemm = gemm, .T = T, .N = N, .K = K, .layout = l, .w_row_blocks = p->row_blocks,
+                     .unroll = !gemm && T == 1};
     const double worst = kq_check_mm(c, p->t, &m, x, p->w, tw, "padded");
     print_message("  %-11s %-5s %-11s T=%-2u N=%-2u K=%-4u row_blocks=%-2u: worst err/tol %.3f\n",
                   gemm ? "gemm_q.comp" : "gemv_q.comp", dp_dtype_name(p->t), dp_qlayout_name(l), T, N, K,

@@ -63,6 +63,10 @@ M.known.gemv_q_wg   = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, de
                         doc = "quantised GEMV (matmul/gemv_q.comp): workgroup size (0: 128)" }
 M.known.gemv_q_rows = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
                         doc = "quantised GEMV: rows of W per workgroup (0: 4)" }
+M.known.gemv_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
+                        doc = "float GEMVs (matmul/gemv.comp, fused/gemv_multi.comp): 16-byte chunks whose loads each thread issues before their arithmetic (0: 1); same sums for every value" }
+M.known.gemv_q_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
+                        doc = "quantised GEMV (matmul/gemv_q.comp, DP_GLU included): 32-value units whose loads each thread issues before their arithmetic (0: 1); same sums for every value" }
 M.known.gemm_cm_bk = { kind = "int", choices = { 0, 32, 64, 128 }, default = 0,
                         doc = "gemm_cm: K slice staged per step (0: 64 where its shared memory fits the device, else 32)" }
 M.known.gemm_cm_splits = { kind = "int", choices = { 0, 1, 2, 4, 8, 16 }, default = 0,

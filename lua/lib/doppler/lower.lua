@@ -92,6 +92,7 @@ function M.context(dev, plan, env)
   local ctx = { dev = dev, plan = plan, env = env, dispatches = 0, kernels = {}, kernel_desc = {},
                 profile_shapes = os.getenv("DOPPLER_PROFILE_SHAPES") == "1" }
   plan.kernel_log = {}   -- every dispatch's kernel, in order (tests check which kernels a fusion left)
+  plan.kernel_specs = {} -- and what it was made from, { file, defines, constants } (tests check hints reach it)
 
   function ctx.t(node) return plan.tensors[node] end
 
@@ -143,6 +144,7 @@ function M.context(dev, plan, env)
   end
 
   function ctx.dispatch(kernel, gx, gy, gz, push)
+    local desc = ctx.kernel_desc[kernel]
     if ctx.profile_shapes then kernel = by_shape(kernel, push) end
     if plan.calls then
       -- loop mode (doppler.loop): the calls are recorded later, once per step of the chunk
@@ -152,6 +154,7 @@ function M.context(dev, plan, env)
     end
     ctx.dispatches = ctx.dispatches + 1
     plan.kernel_log[ctx.dispatches] = kernel
+    plan.kernel_specs[ctx.dispatches] = desc
   end
   return ctx
 end
@@ -259,22 +262,36 @@ local function q_matmul_mode(ctx, hints)
   return ctx.big_memory == "yes" and "dequant_f16" or "fused"
 end
 
+-- Loads in flight per GEMV thread, the kernels' spec constant UN (hints gemv_unroll for gemv.comp and
+-- gemv_multi.comp, gemv_q_unroll for gemv_q.comp; 0 = the built-in choice, 1). The kernels hold the raw
+-- loads of UN loop iterations for each of their tt tokens, so UN * tt is kept <= 4 (registers): UN applies
+-- in full at T = 1 (decode), halved at T = 2, and not at all for 3 or 4 tokens per workgroup. Every UN
+-- gives the same sums bit for bit (the kernels consume the loads in the UN = 1 order).
+function M.gemv_unroll(ctx, quantised, tt)
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local un
+  if quantised then un = hints.gemv_q_unroll or 0 else un = hints.gemv_unroll or 0 end
+  if un == 0 then un = 1 end
+  return math.max(1, math.min(un, 4 // (tt or 1)))
+end
+
 -- The GEMV's workgroup size and rows per workgroup (hints gemv_wg, gemv_rows, gemv_q_wg, gemv_q_rows; 0 =
--- the built-in choice, which `doppler tune` may replace per device). One function, so that the fused LM
--- head (R.lm_head) computes each row exactly as the linear it replaces.
-function M.gemv_params(ctx, quantised)
+-- the built-in choice, which `doppler tune` may replace per device), and its UN for tt tokens per workgroup
+-- (M.gemv_unroll). One function, so that the fused LM head (R.lm_head) computes each row exactly as the
+-- linear it replaces (it needs no UN: its loop is the UN = 1 loop, and every UN sums alike).
+function M.gemv_params(ctx, quantised, tt)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   if quantised then
     local wg, rows = hints.gemv_q_wg or 0, hints.gemv_q_rows or 0
     wg, rows = wg ~= 0 and wg or 128, rows ~= 0 and rows or 4
     if wg % rows ~= 0 then Graph.fail("hints: gemv_q_wg=%d is not a multiple of gemv_q_rows=%d", wg, rows) end
-    return wg, rows
+    return wg, rows, M.gemv_unroll(ctx, true, tt)
   end
   local wg, rows = hints.gemv_wg or 0, hints.gemv_rows or 0
   wg, rows = wg ~= 0 and wg or 128, rows ~= 0 and rows or 2
   -- gemv.comp's shared memory is 4 * ROWS * TT * WG bytes (TT <= 4): at most 32 KiB
   if wg * rows > 2048 then Graph.fail("hints: gemv_wg=%d * gemv_rows=%d exceeds 2048 (shared memory)", wg, rows) end
-  return wg, rows
+  return wg, rows, M.gemv_unroll(ctx, false, tt)
 end
 
 -- y = x · Wᵀ (+ b). Float weights use the GEMV kernel at every T (W streamed once per 4 tokens: on the
@@ -432,9 +449,9 @@ local function emit_linear(ctx, x, w, b, y)
     emit_gemm_cm(ctx, defs, b, T, N, K, push)
   elseif mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
     local tt = math.min(T, 4)
-    local wg, rows = M.gemv_params(ctx, qdef ~= nil)
+    local wg, rows, un = M.gemv_params(ctx, qdef ~= nil, tt)
     local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
-    local k = ctx.kernel(file, ctx.defines(defs), { WG = wg, ROWS = rows, TT = tt })
+    local k = ctx.kernel(file, ctx.defines(defs), { WG = wg, ROWS = rows, TT = tt, UN = un })
     local nb = ceil_div(N, rows)
     local gx = math.min(nb, WG_MAX_GROUPS)
     ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
@@ -745,7 +762,8 @@ end
 -- x, each into its own output (the node itself is the first; the others are fused_output nodes).
 local function gemv_multi(ctx, defs, rows_total, T, push)
   local tt, rows = math.min(T, 4), 2
-  local k = ctx.kernel("fused/gemv_multi.comp", ctx.defines(defs), { WG = 128, ROWS = rows, TT = tt })
+  local k = ctx.kernel("fused/gemv_multi.comp", ctx.defines(defs),
+                       { WG = 128, ROWS = rows, TT = tt, UN = M.gemv_unroll(ctx, false, tt) })
   local nb = ceil_div(rows_total, rows)
   local gx = math.min(nb, WG_MAX_GROUPS)
   ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
@@ -772,8 +790,8 @@ R.glu_linear = function(ctx, n)
   end
   if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", wg.attrs.name, wg.etype, K) end
   local tt = math.min(T, 4)
-  local wgs, rows = M.gemv_params(ctx, true)
-  local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines { qdef, "DP_GLU", ldef }, { WG = wgs, ROWS = rows, TT = tt })
+  local wgs, rows, un = M.gemv_params(ctx, true, tt)
+  local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines { qdef, "DP_GLU", ldef }, { WG = wgs, ROWS = rows, TT = tt, UN = un })
   local nb = ceil_div(N, rows)
   local gx = math.min(nb, WG_MAX_GROUPS)
   ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), {

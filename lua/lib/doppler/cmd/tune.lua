@@ -35,8 +35,8 @@ local spec = {
     { "--hint", "KEY=VALUE", "a fixed hint for every measurement (not tuned)", repeat_ = true },
     { "--dry-run", nil, "measure and print, but do not write the cache" },
   },
-  epilog = "Knobs: gemv_wg, gemv_rows, gemv_q_wg, gemv_q_rows, q_matmul, lm_head_groups, attention_splits,\n" ..
-           "attention_min_chunk, decode_chunk (and q_layout for quantised models: reloads the weights).",
+  epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_q_wg, gemv_q_rows, gemv_q_unroll, q_matmul, lm_head_groups,\n" ..
+           "attention_splits, attention_min_chunk, attention_unroll, decode_chunk (and q_layout for quantised models: reloads the weights).",
 }
 
 -- name -> candidates (full, quick); applies(ctx) says whether the knob matters for this model;
@@ -48,8 +48,10 @@ local KNOBS = {
     applies = function(c) return c.quantised end },
   { "gemv_wg", full = { 64, 128, 256, 512 }, quick = { 64, 128, 256 } },
   { "gemv_rows", full = { 1, 2, 4, 8 }, quick = { 2, 4 } },
+  { "gemv_unroll", full = { 1, 2, 4 }, quick = { 1, 2 } },
   { "gemv_q_wg", full = { 64, 128, 256, 512 }, quick = { 128, 256 }, applies = function(c) return c.quantised end },
   { "gemv_q_rows", full = { 1, 2, 4, 8 }, quick = { 4, 8 }, applies = function(c) return c.quantised end },
+  { "gemv_q_unroll", full = { 1, 2, 4 }, quick = { 1, 2 }, applies = function(c) return c.quantised end },
   { "lm_head_groups", full = { 256, 1024, 4096 } },
   { "attention_splits", full = { 0, 8, 16, 32, 64 }, quick = { 0, 16 } },
   { "attention_min_chunk", full = { 0, 16, 32, 64, 128 } },
