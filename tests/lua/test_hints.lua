@@ -196,11 +196,12 @@ end
 
 check.case("gemv_unroll / gemv_q_unroll reach gemv, gemv_multi and gemv_q as UN; outputs bit for bit the same", function()
   for _, T in ipairs { 1, 2, 3 } do
-    local base = run_gemvs(T, {})
+    local base = run_gemvs(T, { gemv_unroll = 1, gemv_q_unroll = 1 })
     all_un(base, "gemv", 1, 1);  all_un(base, "gemv_multi", 1, 2);  all_un(base, "gemv_q", 1, 2)
     for _, c in ipairs {
+      { set = {}, f = 2, q = 1 },                              -- the built-in choice (0): 2 float, 1 quantised
       { set = { gemv_unroll = 2 }, f = 2, q = 1 },
-      { set = { gemv_q_unroll = 2 }, f = 1, q = 2 },
+      { set = { gemv_q_unroll = 2 }, f = 2, q = 2 },
       { set = { gemv_unroll = 4, gemv_q_unroll = 4 }, f = 4, q = 4 },
       { set = { gemv_unroll = 1, gemv_q_unroll = 0 }, f = 1, q = 1 },
     } do

@@ -64,7 +64,7 @@ M.known.gemv_q_wg   = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, de
 M.known.gemv_q_rows = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
                         doc = "quantised GEMV: rows of W per workgroup (0: 4)" }
 M.known.gemv_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
-                        doc = "float GEMVs (matmul/gemv.comp, fused/gemv_multi.comp): 16-byte chunks whose loads each thread issues before their arithmetic (0: 1); same sums for every value" }
+                        doc = "float GEMVs (matmul/gemv.comp, fused/gemv_multi.comp): 16-byte chunks whose loads each thread issues before their arithmetic (0: 2); same sums for every value" }
 M.known.gemv_q_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
                         doc = "quantised GEMV (matmul/gemv_q.comp, DP_GLU included): 32-value units whose loads each thread issues before their arithmetic (0: 1); same sums for every value" }
 M.known.gemm_cm_bk = { kind = "int", choices = { 0, 32, 64, 128 }, default = 0,

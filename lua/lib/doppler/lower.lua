@@ -271,7 +271,9 @@ function M.gemv_unroll(ctx, quantised, tt)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   local un
   if quantised then un = hints.gemv_q_unroll or 0 else un = hints.gemv_unroll or 0 end
-  if un == 0 then un = 1 end
+  -- built-in: 2 for float weights (H100, Gemma 3 1B F16 decode: 467 -> 482 tok/s; 4: 473), 1 for quantised
+  -- ones (gemv_q lost at 2 and 4: 378 -> 355 -> 329 tok/s, its registers being the limit); docs/BENCHMARKS.md
+  if un == 0 then un = quantised and 1 or 2 end
   return math.max(1, math.min(un, 4 // (tt or 1)))
 end
 
