@@ -47,6 +47,10 @@ for s in $STAGES; do
       for m in /tmp/g1b-q4_k_m.gguf $G /tmp/l1b-q4_k_m.gguf $L; do
         timeout 200 $B recipes/bench/decode.lua --model $m --prompt-tokens 32 --tokens 128 --label issue7 >>"$OUT/issue7.jsonl" 2>>"$OUT/err.txt"
       done
+      for m in /tmp/g1b-q4_k_m.gguf $G; do   # defaults (gemm_cm where the device has cooperative matrices)
+        timeout 200 $B recipes/bench/prefill.lua --model $m --label issue7 >>"$OUT/issue7.jsonl" 2>>"$OUT/err.txt"
+        timeout 200 $B recipes/bench/ttft.lua --model $m --label issue7 >>"$OUT/issue7.jsonl" 2>>"$OUT/err.txt"
+      done
       timeout 200 $B recipes/bench/prefill.lua --model /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused --label issue7-fused >>"$OUT/issue7.jsonl" 2>>"$OUT/err.txt"
       python3 - "$OUT/issue7.jsonl" <<'PY'
 import json, sys
@@ -61,7 +65,7 @@ PY
     q4km) [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
           bench gemma1b-q4_k_m-fused /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused ;;
     tests)   # correctness on the H100 (subgroup 32) before any timing
-      for t in ${TESTS:-kernels gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling gpu_loop fusion_plugin}; do
+      for t in ${TESTS:-kernels gemm_cm hints gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling gpu_loop fusion_plugin fuse_attn lm_head_fusion}; do
         timeout 300 $B tests/lua/test_$t.lua >"$OUT/t_$t.txt" 2>&1; echo "test_$t: $(tail -1 "$OUT/t_$t.txt")"
       done ;;
     sweep)   # hint sweeps, one process per combination

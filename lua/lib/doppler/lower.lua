@@ -373,6 +373,8 @@ local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   end
   local bm, bn = tile:match("(%d+)x(%d+)")
   bm, bn = tonumber(bm), tonumber(bn)
+  -- each subgroup owns 32 x 32 of the tile (2 x 2 accumulators of 16 x 16; on the H100 32 x 64 and 64 x 64
+  -- per subgroup ran 2-3x slower, docs/BENCHMARKS.md)
   local sgm, sgn = bm // 32, bn // 32
   local cm = ctx.cm
   -- shared memory (gemm_cm.comp's header): the x and W slices, padded, and one staging tile per subgroup
