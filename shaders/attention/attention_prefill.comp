@@ -10,6 +10,8 @@
 //   d = ln + LANES * i; a score is a partial dot product reduced with subgroupShuffleXor, and each row
 //   keeps an online softmax (running max m, sum l, output o[dims] in registers) updated once per tile.
 // Masked keys (outside a row's window or after its position) get weight 0 exactly.
+// The loops over a lane's dims and a tile's keys carry [[unroll]] (spec-constant bounds): unrolled, the q, o
+// and score arrays stay in registers (H100, Gemma 3 1B 512-token prefill: 4.78 -> 4.34 ms).
 // Shared memory: 2 * BC * D * KV bytes (lower.lua keeps it <= 16 KiB: lavapipe has 32 KiB).
 // Dispatch: (ceil(T * G / BR), n_kv_heads, 1).
 // Push:  q (ACT [T, n_q_heads, D], read)  k, v (ACT [T, n_kv_heads, D], read)
@@ -21,6 +23,7 @@
 // Defines: DP_ACT_F16, DP_KV_F16
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_control_flow_attributes : require
 #include "dp_types.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -136,7 +139,7 @@ void main()
     bool vec_ok = (uint64_t(p.kc) % 16ul) == 0ul && (uint64_t(p.vc) % 16ul) == 0ul;
 
     float qr[DPL], oa[DPL], s[BC];
-    for (uint i = 0u; i < DPL; i++) {
+    [[unroll]] for (uint i = 0u; i < DPL; i++) {
         qr[i] = act_load(p.q, t * qs + h * D + ln + LANES * i);
         oa[i] = 0.0;
     }
@@ -147,10 +150,10 @@ void main()
         barrier();
 
         float bmax = NEG;
-        for (uint c = 0u; c < BC; c++) {
+        [[unroll]] for (uint c = 0u; c < BC; c++) {
             float acc = 0.0;
-            for (uint i = 0u; i < DPL; i++) acc += qr[i] * float(k_s[c * D + ln + LANES * i]);
-            for (uint off = LANES / 2u; off > 0u; off >>= 1) acc += subgroupShuffleXor(acc, off);
+            [[unroll]] for (uint i = 0u; i < DPL; i++) acc += qr[i] * float(k_s[c * D + ln + LANES * i]);
+            [[unroll]] for (uint off = LANES / 2u; off > 0u; off >>= 1) acc += subgroupShuffleXor(acc, off);
             uint j = jt + c;
             bool vis = live && j >= lo && j <= qp;
             acc *= p.scale;
@@ -161,15 +164,15 @@ void main()
         if (bmax > NEG) {   // the row sees a key of this tile (uniform over the row's lanes)
             float mn = max(m, bmax);
             float a = exp(m - mn), sum = 0.0;
-            for (uint c = 0u; c < BC; c++) {
+            [[unroll]] for (uint c = 0u; c < BC; c++) {
                 s[c] = s[c] > NEG ? exp(s[c] - mn) : 0.0;
                 sum += s[c];
             }
             l = l * a + sum;
             m = mn;
-            for (uint i = 0u; i < DPL; i++) {
+            [[unroll]] for (uint i = 0u; i < DPL; i++) {
                 float acc = oa[i] * a;
-                for (uint c = 0u; c < BC; c++) acc += s[c] * float(v_s[c * D + ln + LANES * i]);
+                [[unroll]] for (uint c = 0u; c < BC; c++) acc += s[c] * float(v_s[c * D + ln + LANES * i]);
                 oa[i] = acc;
             }
         }
@@ -178,6 +181,6 @@ void main()
 
     if (live) {
         uint ob = (t * p.n_q_heads + h) * D;
-        for (uint i = 0u; i < DPL; i++) act_store(p.o, ob + ln + LANES * i, oa[i] / l);
+        [[unroll]] for (uint i = 0u; i < DPL; i++) act_store(p.o, ob + ln + LANES * i, oa[i] / l);
     }
 }

@@ -22,7 +22,7 @@ M.known = {
   matmul        = { values = { "auto", "gemv", "gemm", "coopmat" }, default = "auto",
                     doc = "matrix kernel for T > 1 (auto: for T > 4 gemm_cm on cooperative matrices where the device has them and x, W are f16; else gemv for float weights, which beat the tiled gemm at every T measured on the H100, gemm_q for quantised ones; coopmat: gemm_cm at every T, an error where it cannot run)" },
   gemm_cm_tile  = { values = { "auto", "32x32", "32x64", "64x32", "64x64", "64x128", "128x64", "128x128" }, default = "auto",
-                    doc = "gemm_cm: tokens x outputs per workgroup (auto: the largest giving >= 256 workgroups)" },
+                    doc = "gemm_cm: tokens x outputs per workgroup (auto: 128x128 where that gives >= 128 workgroups, else 64x64)" },
   weight_quant  = { values = { "keep", "dequant" }, default = "keep",
                     doc = "quantised weights: keep the blocks on the device (GPU kernels decode them) or dequantise at load" },
   attention_decode  = { values = { "auto", "flash", "basic" }, default = "auto",

@@ -312,10 +312,12 @@ end
 
 -- gemm_cm (matmul/gemm_cm.comp): the tiled product on cooperative matrices, for prefill-sized T where the
 -- device has VK_NV_cooperative_matrix with f16 tiles (caps.coopmat_shape) and x and W are f16. Tiles are
--- BM x BN with one subgroup per 32 x 32 of it; hint gemm_cm_tile picks one, auto the largest of CM_TILES that
--- still gives the GPU >= 256 workgroups, else 64 x 64 (smaller tiles measured no faster on the H100), and K
--- may be split (below).
-local CM_TILES = { "128x128", "64x128", "128x64", "64x64" }   -- auto's candidates; smaller ones by hint
+-- BM x BN with one subgroup per 32 x 32 of it (CM_WARP); hint gemm_cm_tile picks one, auto 128 x 128 for
+-- large grids, else 64 x 64 (smaller tiles measured no faster on the H100), and K may be split (below).
+-- Subgroup tile per workgroup tile: 32 x 32 (2 x 2 accumulators), 32 x 64 in a 128 x 128 tile (8 subgroups;
+-- on the H100 the gate/up projections of a 512-token Gemma 3 1B prefill took 4.9 ms against 5.85 at 64 x 64,
+-- while 64 x 64 per subgroup ran 2-3x slower everywhere).
+local CM_WARP = { ["128x128"] = { 32, 64 } }
 -- auto split K (H100, Gemma 3 1B 512-token prefill, per shape: docs/BENCHMARKS.md): splitting helps where
 -- the tiles leave the GPU idle (k/v projections, 32 tiles: 1.86 -> 1.33 ms in 4 parts) and where the K loop is
 -- long (down projection, 108 slices: 4.88 -> 4.29 ms in 4 parts), and costs elsewhere (the parts' f32 tiles
@@ -364,18 +366,13 @@ end
 local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   local tile = hints.gemm_cm_tile or "auto"
-  if tile == "auto" then
-    for _, t in ipairs(CM_TILES) do
-      local bm, bn = t:match("(%d+)x(%d+)")
-      tile = t
-      if ceil_div(N, tonumber(bn)) * ceil_div(T, tonumber(bm)) >= 256 then break end
-    end
+  if tile == "auto" then   -- 128 x 128 where it still gives one workgroup per SM or so, else 64 x 64
+    tile = ceil_div(N, 128) * ceil_div(T, 128) >= 128 and "128x128" or "64x64"
   end
   local bm, bn = tile:match("(%d+)x(%d+)")
   bm, bn = tonumber(bm), tonumber(bn)
-  -- each subgroup owns 32 x 32 of the tile (2 x 2 accumulators of 16 x 16; on the H100 32 x 64 and 64 x 64
-  -- per subgroup ran 2-3x slower, docs/BENCHMARKS.md)
-  local sgm, sgn = bm // 32, bn // 32
+  local warp = CM_WARP[tile] or { 32, 32 }
+  local sgm, sgn = bm // warp[1], bn // warp[2]
   local cm = ctx.cm
   -- shared memory (gemm_cm.comp's header): the x and W slices, padded, and one staging tile per subgroup
   local function shared(k) return 2 * (bm + bn) * (k + 8) + 4 * sgm * sgn * cm[1] * cm[2] end
