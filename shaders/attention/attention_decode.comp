@@ -58,6 +58,9 @@
 //   inv_freq (f32 [ROT / 2], read), with DP_QK_NORM qw, kw (W [D], read);
 //   spec: MINC (min_chunk), ROT (rotary dims, even, <= D), NL (rmsnorm's lanes per row for D: a power of two
 //         dividing WG), with DP_QK_NORM EPS, WOFF (the norm's eps and weight offset)
+// [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
+// arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #ifdef DP_ROPE_QK
@@ -214,14 +217,14 @@ void load_row(ACT_In src, KV_In cache, uint j, uint hk, uint ln, uint p0, uint k
 {
     if (j >= p0) {
         uint b = (j - p0) * ks + hk * D;
-        for (uint i = 0u; i < NVL; i++)
-            for (uint e = 0u; e < VEC; e++) r[i * VEC + e] = kv_round(act_load(src, b + lane_dim(ln, i, e)));
+        [[unroll]] for (uint i = 0u; i < NVL; i++)
+            [[unroll]] for (uint e = 0u; e < VEC; e++) r[i * VEC + e] = kv_round(act_load(src, b + lane_dim(ln, i, e)));
         return;
     }
     uint row = (hk * p.cap + j % p.cap) * D;
     if (vec_ok) {
         DP_RAW16_In cv = DP_RAW16_In(uint64_t(cache));
-        for (uint i = 0u; i < NVL; i++) {
+        [[unroll]] for (uint i = 0u; i < NVL; i++) {
             uvec4 u = cv.v[row / VEC + ln + i * LK];
 #ifdef DP_KV_F16
             vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
@@ -234,8 +237,8 @@ void load_row(ACT_In src, KV_In cache, uint j, uint hk, uint ln, uint p0, uint k
         }
         return;
     }
-    for (uint i = 0u; i < NVL; i++)
-        for (uint e = 0u; e < VEC; e++) r[i * VEC + e] = kv_load(cache, row + lane_dim(ln, i, e));
+    [[unroll]] for (uint i = 0u; i < NVL; i++)
+        [[unroll]] for (uint e = 0u; e < VEC; e++) r[i * VEC + e] = kv_load(cache, row + lane_dim(ln, i, e));
 }
 
 #ifdef DP_ROPE_QK
@@ -261,21 +264,21 @@ void rope_prologue(uint hk, uint c, uint t, uint ua, uint nkr, uint qs, uint ks)
         uint base = is_q ? t * qs + (hk * G + row) * D : u * ks + hk * D;
         ACT_In x = is_q ? p.q : p.k;
         float xr[EPN];
-        for (uint e = 0u; e < EPN; e++) {
+        [[unroll]] for (uint e = 0u; e < EPN; e++) {
             uint i = ln + e * NL;
             xr[e] = (live && i < D) ? act_load(x, base + i) : 0.0;
         }
 #ifdef DP_QK_NORM
         float ss = 0.0;
-        for (uint e = 0u; e < EPN; e++) ss += xr[e] * xr[e];
+        [[unroll]] for (uint e = 0u; e < EPN; e++) ss += xr[e] * xr[e];
         float inv = inversesqrt(norm_row_sum(ss, rw) / float(D) + EPS);
         W_In w = is_q ? p.qw : p.kw;
-        for (uint e = 0u; e < EPN; e++) {
+        [[unroll]] for (uint e = 0u; e < EPN; e++) {
             uint i = ln + e * NL;
             if (live && i < D) xr[e] = act_round(xr[e] * inv * (WOFF + w_load(w, i)));
         }
 #endif
-        for (uint e = 0u; e < EPN; e++) {
+        [[unroll]] for (uint e = 0u; e < EPN; e++) {
             uint i = ln + e * NL;
             if (i < D) stg(rw * D + i) = xr[e];
         }
@@ -285,7 +288,7 @@ void rope_prologue(uint hk, uint c, uint t, uint ua, uint nkr, uint qs, uint ks)
             const uint half_rot = ROT / 2u;
             bool append = !is_q && c == 0u && u == t && uint64_t(tp) + p.cap > uint64_t(tp_last);
             uint dst = (hk * p.cap + tp % p.cap) * D;
-            for (uint e = 0u; e < EPN; e++) {
+            [[unroll]] for (uint e = 0u; e < EPN; e++) {
                 uint i = ln + e * NL;
                 if (i >= D) break;
                 float y = xr[e];
@@ -336,23 +339,23 @@ void main()
     // the first round's rows that do not depend on the prologue (cache keys, and v), loaded before it
     float kr[UK * EPL], vr[UK * EPL];
     if (k0 + cl < k1)
-        for (uint u = 0u; u < UK; u++) {
+        [[unroll]] for (uint u = 0u; u < UK; u++) {
             float row[EPL];
             uint j = min(k0 + cl + u * NCL, k1 - 1u);
             if (j < p0) {
                 load_row(p.k, KC_IN, j, hk, ln, p0, ks, vec_ok, row);
-                for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
+                [[unroll]] for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
             }
             load_row(p.v, VC_IN, j, hk, ln, p0, ks, vec_ok, row);
-            for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
+            [[unroll]] for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
         }
     rope_prologue(hk, c, t, ua, nkr, qs, ks);
 #endif
     float qr[G * EPL], oa[G * EPL], m[G], l[G];
-    for (uint g = 0u; g < G; g++) {
+    [[unroll]] for (uint g = 0u; g < G; g++) {
         uint qb = t * qs + (hk * G + g) * D;
-        for (uint i = 0u; i < NVL; i++)
-            for (uint e = 0u; e < VEC; e++) {
+        [[unroll]] for (uint i = 0u; i < NVL; i++)
+            [[unroll]] for (uint e = 0u; e < VEC; e++) {
 #ifdef DP_ROPE_QK
                 qr[g * EPL + i * VEC + e] = q_s(g * D + lane_dim(ln, i, e));
 #else
@@ -372,46 +375,46 @@ void main()
     bool first = true;
     for (uint j0 = k0 + cl; j0 < k1; j0 += NCL * UK) {
         float row[EPL];
-        for (uint u = 0u; u < UK; u++) {
+        [[unroll]] for (uint u = 0u; u < UK; u++) {
             uint j = min(j0 + u * NCL, k1 - 1u);
             if (j >= p0) {
-                for (uint i = 0u; i < NVL; i++)
-                    for (uint e = 0u; e < VEC; e++)
+                [[unroll]] for (uint i = 0u; i < NVL; i++)
+                    [[unroll]] for (uint e = 0u; e < VEC; e++)
                         kr[u * EPL + i * VEC + e] = kv_round(ks_s((j - p0 - ua) * D + lane_dim(ln, i, e)));
             } else if (!first) {
                 load_row(p.k, KC_IN, j, hk, ln, p0, ks, vec_ok, row);
-                for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
+                [[unroll]] for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
             }
             if (!first) {
                 load_row(p.v, VC_IN, j, hk, ln, p0, ks, vec_ok, row);
-                for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
+                [[unroll]] for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
             }
         }
         first = false;
 #else
     for (uint j0 = k0 + cl; j0 < k1; j0 += NCL * UK) {
         float kr[UK * EPL], vr[UK * EPL], row[EPL];
-        for (uint u = 0u; u < UK; u++) {
+        [[unroll]] for (uint u = 0u; u < UK; u++) {
             uint j = min(j0 + u * NCL, k1 - 1u);
             load_row(p.k, p.kc, j, hk, ln, p0, ks, vec_ok, row);
-            for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
+            [[unroll]] for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
             load_row(p.v, p.vc, j, hk, ln, p0, ks, vec_ok, row);
-            for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
+            [[unroll]] for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
         }
 #endif
         float s[G * UK];
-        for (uint g = 0u; g < G; g++)
-            for (uint u = 0u; u < UK; u++) {
+        [[unroll]] for (uint g = 0u; g < G; g++)
+            [[unroll]] for (uint u = 0u; u < UK; u++) {
                 float d = 0.0;
-                for (uint e = 0u; e < EPL; e++) d += qr[g * EPL + e] * kr[u * EPL + e];
+                [[unroll]] for (uint e = 0u; e < EPL; e++) d += qr[g * EPL + e] * kr[u * EPL + e];
                 s[g * UK + u] = d;
             }
         // the G * UK reductions interleaved: independent shuffles in flight together
         for (uint off = LK / 2u; off > 0u; off >>= 1)
-            for (uint i = 0u; i < G * UK; i++) s[i] += subgroupShuffleXor(s[i], off);
-        for (uint g = 0u; g < G; g++) {
+            [[unroll]] for (uint i = 0u; i < G * UK; i++) s[i] += subgroupShuffleXor(s[i], off);
+        [[unroll]] for (uint g = 0u; g < G; g++) {
             float mn = m[g];
-            for (uint u = 0u; u < UK; u++) {
+            [[unroll]] for (uint u = 0u; u < UK; u++) {
                 float x = s[g * UK + u] * p.scale;
                 if (p.softcap > 0.0) x = p.softcap * safe_tanh(x / p.softcap);
                 x = (j0 + u * NCL < k1) ? x : NEG;
@@ -420,11 +423,11 @@ void main()
             }
             float a = exp(m[g] - mn);
             l[g] *= a;
-            for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] *= a;
-            for (uint u = 0u; u < UK; u++) {
+            [[unroll]] for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] *= a;
+            [[unroll]] for (uint u = 0u; u < UK; u++) {
                 float pe = exp(s[g * UK + u] - mn);
                 l[g] += pe;
-                for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] += pe * vr[u * EPL + e];
+                [[unroll]] for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] += pe * vr[u * EPL + e];
             }
             m[g] = mn;
         }
@@ -432,26 +435,26 @@ void main()
 
     // merge the clusters: per q head, rescale each cluster's sums to the common max and add them up
     if (ln == 0u)
-        for (uint g = 0u; g < G; g++) {
+        [[unroll]] for (uint g = 0u; g < G; g++) {
             red_ml[(cl * G + g) * 2u] = m[g];
             red_ml[(cl * G + g) * 2u + 1u] = l[g];
         }
     barrier();
     uint nc = (n + clen - 1u) / clen;
-    for (uint g = 0u; g < G; g++) {
+    [[unroll]] for (uint g = 0u; g < G; g++) {
         float M = NEG;
-        for (uint x = 0u; x < NCL; x++) M = max(M, red_ml[(x * G + g) * 2u]);
+        [[unroll]] for (uint x = 0u; x < NCL; x++) M = max(M, red_ml[(x * G + g) * 2u]);
         float f = exp(m[g] - M);
-        for (uint i = 0u; i < NVL; i++)
-            for (uint e = 0u; e < VEC; e++) red_o(cl * D + lane_dim(ln, i, e)) = oa[g * EPL + i * VEC + e] * f;
+        [[unroll]] for (uint i = 0u; i < NVL; i++)
+            [[unroll]] for (uint e = 0u; e < VEC; e++) red_o(cl * D + lane_dim(ln, i, e)) = oa[g * EPL + i * VEC + e] * f;
         barrier();
         float L = 0.0;
-        for (uint x = 0u; x < NCL; x++) L += red_ml[(x * G + g) * 2u + 1u] * exp(red_ml[(x * G + g) * 2u] - M);
+        [[unroll]] for (uint x = 0u; x < NCL; x++) L += red_ml[(x * G + g) * 2u + 1u] * exp(red_ml[(x * G + g) * 2u] - M);
         uint head = t * N_Q_HEADS + hk * G + g;
         uint slot = head * N_CHUNKS + c;
         for (uint d = tid; d < D; d += WG) {
             float acc = 0.0;
-            for (uint x = 0u; x < NCL; x++) acc += red_o(x * D + d);
+            [[unroll]] for (uint x = 0u; x < NCL; x++) acc += red_o(x * D + d);
             if (nc == 1u) act_store(p.o, head * D + d, acc * (1.0 / L));   // as the merge below, one chunk
             else p.part_o.v[slot * D + d] = acc;
         }

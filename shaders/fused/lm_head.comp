@@ -14,6 +14,9 @@
 //   Shared memory: 4 * (KMAX + WG + TEAMS * ROWS * GW) + 8 * WG bytes.
 // Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (the LM head), DP_NW_F16 | DP_NW_BF16 (the norm
 //   weight; none: f32), DP_LMH_LOGITS (write the logits too), DP_LMH_SAMPLE (Gumbel-max keys: sample_gumbel.comp without min-p and penalty).
+// [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
+// arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
+#extension GL_EXT_control_flow_attributes : require
 #include "dp_types.glsl"
 #define LMH_W_In W_In
 #include "lm_head_common.glsl"
@@ -80,12 +83,12 @@ void main()
                 uvec4 raw[ROWS];
                 for (uint r = 0u; r < ROWS; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
                 float xv[VW];
-                for (uint e = 0u; e < VW; ++e) xv[e] = lmh_x[c * VW + e];
+                [[unroll]] for (uint e = 0u; e < VW; ++e) xv[e] = lmh_x[c * VW + e];
                 for (uint r = 0u; r < ROWS; ++r) {
                     float wv[VW];
                     w_unpack(raw[r], wv);
                     float s = acc[r];
-                    for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                    [[unroll]] for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
                     acc[r] = s;
                 }
             }
@@ -104,7 +107,7 @@ void main()
         barrier();
         if (lt < ROWS && n0 + lt < N) {
             float s = 0.0;
-            for (uint g = 0u; g < sg_team; ++g) s += red[(team * ROWS + lt) * GW + g];
+            [[unroll]] for (uint g = 0u; g < sg_team; ++g) s += red[(team * ROWS + lt) * GW + g];
             lmh_consider(s, n0 + lt, step, bv, bi);
         }
         barrier();                                         // red is written again by the next block

@@ -10,6 +10,9 @@
 // Spec constants: WG, ROWS, GW, NL, KMAX. Shared memory: 4 * (KMAX + WG + TEAMS * GW) + 8 * WG bytes.
 // Defines: the weight type DP_Q_* and its layout DP_LAYOUT_COL | DP_LAYOUT_FLAT, DP_ACT_F16,
 //   DP_NW_F16 | DP_NW_BF16, DP_LMH_LOGITS, DP_LMH_SAMPLE.
+// [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
+// arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
+#extension GL_EXT_control_flow_attributes : require
 #include "dp_types.glsl"
 #define LMH_W_In U16In
 #define LMH_QUANT
@@ -32,12 +35,12 @@ float lmh_row_partial(uint n, uint lane)
     for (uint v = lane; v < units; v += TPR) {
         const uint b = v / DQU_PER_BLOCK, u = v % DQU_PER_BLOCK;
         const dq_unit un = dqu_load(dq_block(uint64_t(p.w), n, b, p.N, nb), u);
-        for (uint h = 0u; h < 2u; ++h) {
+        [[unroll]] for (uint h = 0u; h < 2u; ++h) {
             const uint k0 = b * QK + dqu_k0(u, h);
             if (k0 >= K) continue;
             float q[16], xv[16];
             dqu_codes(un, u, h, q);
-            for (uint i = 0u; i < 16u; ++i) xv[i] = lmh_x[k0 + i];
+            [[unroll]] for (uint i = 0u; i < 16u; ++i) xv[i] = lmh_x[k0 + i];
             acc = dqu_half_acc(q, xv, un.a[h], un.b[h], acc);
         }
     }

@@ -34,6 +34,9 @@
 //         UN * (4 * ROWS + 4 * TT * XQ) (the raw uvec4s held). The element path ignores UN.
 //   Shared memory: 4 * ROWS * TT * WG bytes (WG = 128, ROWS = 4, TT = 4: 8 KiB); keep it <= 32 KiB.
 // Defines: DP_OUT_F32 (y in f32 whatever the activations), DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS.
+// [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
+// arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
+#extension GL_EXT_control_flow_attributes : require
 #include "dp_types.glsl"
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -102,10 +105,10 @@ xchunk x_fetch(uint64_t xrow, uint k0)
     c.q[0] = DP_RAW16_In(xrow).v[k0 / 8u];
 #elif defined(DP_ACT_F16)                           // 4 halves: element loads, kept as f32 bits
     ACT_In xr = ACT_In(xrow);
-    for (uint e = 0u; e < VW; ++e) c.q[0][e] = floatBitsToUint(act_load(xr, k0 + e));
+    [[unroll]] for (uint e = 0u; e < VW; ++e) c.q[0][e] = floatBitsToUint(act_load(xr, k0 + e));
 #else                                               // f32: VW / 4 uvec4
     DP_RAW16_In xr = DP_RAW16_In(xrow);
-    for (uint q = 0u; q < XQ; ++q) c.q[q] = xr.v[k0 / 4u + q];
+    [[unroll]] for (uint q = 0u; q < XQ; ++q) c.q[q] = xr.v[k0 / 4u + q];
 #endif
     return c;
 }
@@ -118,7 +121,7 @@ void x_unpack(xchunk c, inout float v[VW])
     vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), cc = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
     v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = cc.x; v[5] = cc.y; v[6] = d.x; v[7] = d.y;
 #else
-    for (uint q = 0u; q < XQ; ++q) {
+    [[unroll]] for (uint q = 0u; q < XQ; ++q) {
         const uvec4 u = c.q[q];
         v[4u * q + 0u] = uintBitsToFloat(u.x); v[4u * q + 1u] = uintBitsToFloat(u.y);
         v[4u * q + 2u] = uintBitsToFloat(u.z); v[4u * q + 3u] = uintBitsToFloat(u.w);
@@ -141,14 +144,14 @@ void main()
     // Row base addresses in 64 bits (an lm_head's N * K can pass 2^31 elements). Rows and tokens past
     // the end are clamped to the last valid one: they read real memory and their sums are dropped.
     uint64_t wrow[ROWS];
-    for (uint r = 0u; r < ROWS; ++r)
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r)
         wrow[r] = uint64_t(p.w) + uint64_t(min(n0 + r, p.N - 1u)) * uint64_t(K) * W_BYTES;
     uint64_t xrow[TT];
-    for (uint t = 0u; t < TT; ++t)
+    [[unroll]] for (uint t = 0u; t < TT; ++t)
         xrow[t] = uint64_t(p.x) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(xs) * ACT_BYTES;
 
     float acc[ROWS * TT];
-    for (uint i = 0u; i < ROWS * TT; ++i) acc[i] = 0.0;
+    [[unroll]] for (uint i = 0u; i < ROWS * TT; ++i) acc[i] = 0.0;
 
     const bool x_vec_ok =
 #if defined(DP_ACT_F16) && defined(DP_W_F32)
@@ -164,23 +167,23 @@ void main()
             // Issue the loads of UN chunks (every row's weights, every token's x) before using any ...
             uvec4 raw[UN * ROWS];
             xchunk xq[UN * TT];
-            for (uint i = 0u; i < UN; ++i) {
+            [[unroll]] for (uint i = 0u; i < UN; ++i) {
                 const uint c = c0 + i * WG;
                 if (c >= chunks) continue;          // past the end: nothing loaded, nothing added
-                for (uint r = 0u; r < ROWS; ++r) raw[i * ROWS + r] = DP_RAW16_In(wrow[r]).v[c];
-                for (uint t = 0u; t < TT; ++t) xq[i * TT + t] = x_fetch(xrow[t], c * VW);
+                [[unroll]] for (uint r = 0u; r < ROWS; ++r) raw[i * ROWS + r] = DP_RAW16_In(wrow[r]).v[c];
+                [[unroll]] for (uint t = 0u; t < TT; ++t) xq[i * TT + t] = x_fetch(xrow[t], c * VW);
             }
             // ... then consume them in the order of UN = 1 (chunk by chunk), so every UN sums alike.
-            for (uint i = 0u; i < UN; ++i) {
+            [[unroll]] for (uint i = 0u; i < UN; ++i) {
                 if (c0 + i * WG >= chunks) continue;
-                for (uint t = 0u; t < TT; ++t) {
+                [[unroll]] for (uint t = 0u; t < TT; ++t) {
                     float xv[VW];
                     x_unpack(xq[i * TT + t], xv);
-                    for (uint r = 0u; r < ROWS; ++r) {
+                    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                         float wv[VW];
                         w_unpack(raw[i * ROWS + r], wv);
                         float s = acc[r * TT + t];
-                        for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                        [[unroll]] for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
                         acc[r * TT + t] = s;
                     }
                 }
@@ -189,15 +192,15 @@ void main()
     } else {
         for (uint k = tid; k < K; k += WG) {
             float wv[ROWS];
-            for (uint r = 0u; r < ROWS; ++r) wv[r] = w_load(W_In(wrow[r]), k);
-            for (uint t = 0u; t < TT; ++t) {
+            [[unroll]] for (uint r = 0u; r < ROWS; ++r) wv[r] = w_load(W_In(wrow[r]), k);
+            [[unroll]] for (uint t = 0u; t < TT; ++t) {
                 float xv = act_load(ACT_In(xrow[t]), k);
-                for (uint r = 0u; r < ROWS; ++r) acc[r * TT + t] = fma(wv[r], xv, acc[r * TT + t]);
+                [[unroll]] for (uint r = 0u; r < ROWS; ++r) acc[r * TT + t] = fma(wv[r], xv, acc[r * TT + t]);
             }
         }
     }
 
-    for (uint i = 0u; i < ROWS * TT; ++i) {
+    [[unroll]] for (uint i = 0u; i < ROWS * TT; ++i) {
         float s = subgroupAdd(acc[i]);
         if (subgroupElect()) red[i * WG + gl_SubgroupID] = s;
     }

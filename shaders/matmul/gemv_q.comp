@@ -47,6 +47,9 @@
 //   Shared memory: 4 * TT * WG bytes (x2 with DP_GLU).
 // Defines: the weight type DP_Q_* and its layout DP_LAYOUT_COL | DP_LAYOUT_FLAT (dp_quant.glsl; none: row_wise),
 //   DP_ACT_F16, DP_OUT_F32, DP_BIAS, DP_GLU.
+// [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
+// arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "dp_types.glsl"
@@ -105,21 +108,21 @@ xhalf x_fetch16(uint64_t xrow, uint k0)
 {
     xhalf r;
     DP_RAW16_In xr = DP_RAW16_In(xrow + uint64_t(k0) * uint64_t(ACT_BYTES));
-    for (uint q = 0u; q < XQ16; ++q) r.q[q] = xr.v[q];
+    [[unroll]] for (uint q = 0u; q < XQ16; ++q) r.q[q] = xr.v[q];
     return r;
 }
 
 void x_unpack16(xhalf r, out float v[16])
 {
 #ifdef DP_ACT_F16
-    for (uint q = 0u; q < 2u; ++q) {
+    [[unroll]] for (uint q = 0u; q < 2u; ++q) {
         const uvec4 u = r.q[q];
         vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
         v[8u * q + 0u] = a.x; v[8u * q + 1u] = a.y; v[8u * q + 2u] = b.x; v[8u * q + 3u] = b.y;
         v[8u * q + 4u] = c.x; v[8u * q + 5u] = c.y; v[8u * q + 6u] = d.x; v[8u * q + 7u] = d.y;
     }
 #else
-    for (uint q = 0u; q < 4u; ++q) {
+    [[unroll]] for (uint q = 0u; q < 4u; ++q) {
         const vec4 f = uintBitsToFloat(r.q[q]);
         v[4u * q + 0u] = f.x; v[4u * q + 1u] = f.y; v[4u * q + 2u] = f.z; v[4u * q + 3u] = f.w;
     }
@@ -130,7 +133,7 @@ void x_unpack16(xhalf r, out float v[16])
 void x16_elements(uint64_t xrow, uint k0, out float v[16])
 {
     ACT_In xr = ACT_In(xrow);
-    for (uint i = 0u; i < 16u; ++i) v[i] = act_load(xr, k0 + i);
+    [[unroll]] for (uint i = 0u; i < 16u; ++i) v[i] = act_load(xr, k0 + i);
 }
 
 void main()
@@ -149,10 +152,10 @@ void main()
     const bool vec = (uint64_t(p.x) & 15ul) == 0ul && ((xs * ACT_BYTES) & 15u) == 0u;
 
     float acc[NW * TT];                            // [w * TT + t]
-    for (uint i = 0u; i < NW * TT; ++i) acc[i] = 0.0;
+    [[unroll]] for (uint i = 0u; i < NW * TT; ++i) acc[i] = 0.0;
 
     uint64_t xrow[TT];
-    for (uint t = 0u; t < TT; ++t)
+    [[unroll]] for (uint t = 0u; t < TT; ++t)
         xrow[t] = uint64_t(p.x) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(xs) * ACT_BYTES;
 
     const uint nb = p.w_row_blocks != 0u ? p.w_row_blocks : K / QK;   // row stride in blocks
@@ -161,7 +164,7 @@ void main()
         // Issue the loads of UN units (weights, and x when aligned) before using any ...
         dq_unit un[UN * NW];
         xhalf xq[UN * 2u * TT];                    // [i][h][t]
-        for (uint i = 0u; i < UN; ++i) {
+        [[unroll]] for (uint i = 0u; i < UN; ++i) {
             const uint v = v0 + i * TPR;
             if (v >= units) continue;              // past the end: nothing loaded, nothing added
             const uint b = v / DQU_PER_BLOCK, u = v % DQU_PER_BLOCK;
@@ -170,27 +173,27 @@ void main()
             un[i * NW + 1u] = dqu_load(dq_block(uint64_t(p.wu), n, b, p.N, nb), u);
 #endif
             if (!vec) continue;
-            for (uint h = 0u; h < 2u; ++h) {
+            [[unroll]] for (uint h = 0u; h < 2u; ++h) {
                 const uint k0 = b * QK + dqu_k0(u, h);
                 if (k0 >= K) continue;             // padding: no x there
-                for (uint t = 0u; t < TT; ++t) xq[(i * 2u + h) * TT + t] = x_fetch16(xrow[t], k0);
+                [[unroll]] for (uint t = 0u; t < TT; ++t) xq[(i * 2u + h) * TT + t] = x_fetch16(xrow[t], k0);
             }
         }
         // ... then consume them in the order of UN = 1 (unit by unit), so every UN sums alike.
-        for (uint i = 0u; i < UN; ++i) {
+        [[unroll]] for (uint i = 0u; i < UN; ++i) {
             const uint v = v0 + i * TPR;
             if (v >= units) continue;
             const uint b = v / DQU_PER_BLOCK, u = v % DQU_PER_BLOCK;
-            for (uint h = 0u; h < 2u; ++h) {
+            [[unroll]] for (uint h = 0u; h < 2u; ++h) {
                 float q[NW][16];
-                for (uint j = 0u; j < NW; ++j) dqu_codes(un[i * NW + j], u, h, q[j]);
+                [[unroll]] for (uint j = 0u; j < NW; ++j) dqu_codes(un[i * NW + j], u, h, q[j]);
                 const uint k0 = b * QK + dqu_k0(u, h);
                 if (k0 >= K) continue;             // padding (--pad-k rows); uniform unless rows are padded
-                for (uint t = 0u; t < TT; ++t) {
+                [[unroll]] for (uint t = 0u; t < TT; ++t) {
                     float xv[16];
                     if (vec) x_unpack16(xq[(i * 2u + h) * TT + t], xv);
                     else     x16_elements(xrow[t], k0, xv);
-                    for (uint j = 0u; j < NW; ++j)
+                    [[unroll]] for (uint j = 0u; j < NW; ++j)
                         acc[j * TT + t] = dqu_half_acc(q[j], xv, un[i * NW + j].a[h], un[i * NW + j].b[h],
                                                        acc[j * TT + t]);
                 }
@@ -200,17 +203,17 @@ void main()
 
     // Reduce each row's TPR partial sums: shuffles within clusters of CW consecutive lanes, then shared memory.
     const uint CW = min(TPR, gl_SubgroupSize);
-    for (uint i = 0u; i < NW * TT; ++i) acc[i] = dqu_cluster_sum(acc[i], CW);
+    [[unroll]] for (uint i = 0u; i < NW * TT; ++i) acc[i] = dqu_cluster_sum(acc[i], CW);
     if (tid % CW == 0u)
-        for (uint i = 0u; i < NW * TT; ++i) red[i * WG + tid / CW] = acc[i];
+        [[unroll]] for (uint i = 0u; i < NW * TT; ++i) red[i * WG + tid / CW] = acc[i];
     barrier();
     const uint per_row = TPR / CW;                 // clusters per row
     if (lane < TT && n0 + r < p.N && t0 + lane < p.T) {
         const uint t = lane;
         float s[NW];
-        for (uint j = 0u; j < NW; ++j) {
+        [[unroll]] for (uint j = 0u; j < NW; ++j) {
             s[j] = 0.0;
-            for (uint c = 0u; c < per_row; ++c) s[j] += red[(j * TT + t) * WG + r * per_row + c];
+            [[unroll]] for (uint c = 0u; c < per_row; ++c) s[j] += red[(j * TT + t) * WG + r * per_row + c];
         }
 #ifdef DP_GLU
         out_store(p.y, (t0 + t) * ys + n0 + r, dp_glu_act(s[0], p.kind) * s[1]);

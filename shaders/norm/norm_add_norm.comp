@@ -17,6 +17,9 @@
 // Spec:  WG  workgroup size, a power of two (default 256)
 //        ROWS rows per workgroup, a power of two dividing WG (default 1)
 // Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16
+// [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
+// arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -68,7 +71,7 @@ void main()
     // pass 1: the branch output's sum of squares
     float c[CACHE];
     float ss = 0.0;
-    for (uint k = 0u; k < CACHE; k++) {
+    [[unroll]] for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
         c[k] = i < n ? act_load(ar, i) : 0.0;
         ss += c[k] * c[k];
@@ -82,7 +85,7 @@ void main()
 
     // pass 2: y = x + norm(a) (stored for the cached elements), its sum of squares
     ss = 0.0;
-    for (uint k = 0u; k < CACHE; k++) {
+    [[unroll]] for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
         float yv = 0.0;
         if (i < n) {
@@ -99,7 +102,7 @@ void main()
     float inv2 = inversesqrt(norm_row_sum(ss, rw) / float(p.n) + p.eps2);
 
     // pass 3: h = norm(y)
-    for (uint k = 0u; k < CACHE; k++) {
+    [[unroll]] for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
         if (i < n) act_store(hr, i, c[k] * inv2 * (p.w_offset2 + w_load(p.w2, i)));
     }
