@@ -13,7 +13,8 @@
 //   x         ACT  [T, x_stride]      activations (token-major)
 //   w         W    [N, K]             weights
 //   y         ACT  [T, y_stride]      output
-//   bias      W    [N]                only with DP_BIAS (the member does not exist otherwise)
+//   bias      W    [N]                only with DP_BIAS (the member does not exist otherwise); f32 with
+//                                     DP_BIAS_F32 (a quantised model's bias next to the f16 copy of its weight)
 //   T, N, K   uint                    shape
 //   x_stride  uint                    elements between tokens of x; 0 = K
 //   y_stride  uint                    elements between tokens of y; 0 = N (lets y be a column slice)
@@ -23,7 +24,7 @@
 //   BN   outputs per tile, default 64       TN  outputs per thread, default 4  (BN % TN == 0)
 //   BK   K slice, default 16
 //   Shared memory: 4 * BK * (BM + BN + 2) bytes (defaults: 8.3 KiB; BK = 32: 16.6 KiB); keep it <= 32 KiB.
-// Defines: DP_OUT_F32 (y in f32 whatever the activations), DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS.
+// Defines: DP_OUT_F32 (y in f32 whatever the activations), DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS, DP_BIAS_F32.
 #include "dp_types.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -38,7 +39,9 @@ layout(push_constant) uniform Push {
     ACT_In  x;
     W_In    w;
     OUT_Out y;
-#ifdef DP_BIAS
+#if defined(DP_BIAS) && defined(DP_BIAS_F32)
+    F32In   bias;
+#elif defined(DP_BIAS)
     W_In    bias;
 #endif
     uint T;
@@ -47,6 +50,12 @@ layout(push_constant) uniform Push {
     uint x_stride;
     uint y_stride;
 } p;
+
+#ifdef DP_BIAS_F32
+#define bias_load(n) (p.bias.v[(n)])
+#else
+#define bias_load(n) w_load(p.bias, (n))
+#endif
 
 const uint TX = BN / TN;                       // threads along n
 const uint TY = BM / TM;                       // threads along m (tokens)
@@ -118,7 +127,7 @@ void main()
         const uint n = n0 + tx + TX * j;
         if (n >= N) continue;
 #ifdef DP_BIAS
-        const float bn = w_load(p.bias, n);
+        const float bn = bias_load(n);
 #else
         const float bn = 0.0;
 #endif

@@ -16,7 +16,8 @@
 //   x         ACT  [T, x_stride]      activations (token-major)
 //   w         W    [N, K]             weights
 //   y         ACT  [T, y_stride]      output
-//   bias      W    [N]                only with DP_BIAS (the member does not exist otherwise)
+//   bias      W    [N]                only with DP_BIAS (the member does not exist otherwise); f32 with
+//                                     DP_BIAS_F32 (a quantised model's bias next to the f16 copy of its weight)
 //   T, N, K   uint                    shape
 //   x_stride  uint                    elements between tokens of x; 0 = K
 //   y_stride  uint                    elements between tokens of y; 0 = N (lets y be a column slice)
@@ -33,7 +34,7 @@
 //         Chunks past the end load nothing and add nothing. Registers per thread grow by about
 //         UN * (4 * ROWS + 4 * TT * XQ) (the raw uvec4s held). The element path ignores UN.
 //   Shared memory: 4 * ROWS * TT * WG bytes (WG = 128, ROWS = 4, TT = 4: 8 KiB); keep it <= 32 KiB.
-// Defines: DP_OUT_F32 (y in f32 whatever the activations), DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS.
+// Defines: DP_OUT_F32 (y in f32 whatever the activations), DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (dp_types.glsl), DP_BIAS, DP_BIAS_F32.
 // [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
 // arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
 #extension GL_EXT_control_flow_attributes : require
@@ -51,7 +52,9 @@ layout(push_constant) uniform Push {
     ACT_In  x;
     W_In    w;
     OUT_Out y;
-#ifdef DP_BIAS
+#if defined(DP_BIAS) && defined(DP_BIAS_F32)
+    F32In   bias;
+#elif defined(DP_BIAS)
     W_In    bias;
 #endif
     uint T;
@@ -60,6 +63,12 @@ layout(push_constant) uniform Push {
     uint x_stride;
     uint y_stride;
 } p;
+
+#ifdef DP_BIAS_F32
+#define bias_load(n) (p.bias.v[(n)])
+#else
+#define bias_load(n) w_load(p.bias, (n))
+#endif
 
 #ifdef DP_W_F32
 #define VW 4u      // weights per 16-byte load
@@ -212,7 +221,7 @@ void main()
         float s = 0.0;
         for (uint g = 0u; g < gl_NumSubgroups; ++g) s += red[i * WG + g];
 #ifdef DP_BIAS
-        s += w_load(p.bias, n);
+        s += bias_load(n);
 #endif
         out_store(p.y, tok * ys + n, s);
     }

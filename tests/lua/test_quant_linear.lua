@@ -26,24 +26,32 @@ end
 local w = dev:tensor { dtype = "q8_0", shape = { N, K } }
 w:upload(table.concat(bytes))
 
-local function run(T, mode)
+-- A quantised model's bias is f32 (GGUF keeps 1-D tensors in f32), whatever the weight becomes on the device.
+local bias = dev:tensor { dtype = "f32", shape = { N } }
+local bias_v = {}
+for n = 1, N do bias_v[n] = (n % 5 - 2) * 0.375 + 1 / 1024 end   -- 1/1024: not a value an f16 read could hit
+bias:upload(bias_v)
+
+local function run(T, mode, with_bias, matmul)
   local g = Graph.new { name = "qlinear" }
   local x = g:input("x", { "T", K }, "f32")
   local wn = g:weight { name = "w", shape = { N, K }, dtype = "q8_0" }
-  g:output("y", g:linear(x, wn))
+  local bn = with_bias and g:weight { name = "b", shape = { N }, dtype = "f32" } or nil
+  g:output("y", g:linear(x, wn, bn))
   local xv = {}
   for i = 1, T * K do xv[i] = ((i * 13) % 11 - 5) / 4 end
   local xt = dev:tensor { dtype = "f32", shape = { T, K } }
   xt:upload(xv)
   local h = hints.new()
   h:set("q_matmul", mode, "test")
-  local p = plan.compile(dev, g, { T = T, act = "f32", kv = "f32", hints = h, weights = { w = w },
+  if matmul then h:set("matmul", matmul, "test") end
+  local p = plan.compile(dev, g, { T = T, act = "f32", kv = "f32", hints = h, weights = { w = w, b = bias },
                                    inputs = { x = xt }, states = {}, constants = function() end })
   p:run()
   local y = p:output("y"):download()
   for t = 0, T - 1 do
     for n = 0, N - 1 do
-      local s = 0
+      local s = with_bias and bias_v[n + 1] or 0
       for k = 0, K - 1 do s = s + xv[t * K + k + 1] * codes[n * K + k] / 64 end
       check.near(y[t * N + n + 1], s, 1e-5, ("T=%d %s y[%d,%d]"):format(T, mode, t, n))
     end
@@ -53,8 +61,13 @@ end
 for _, mode in ipairs { "fused", "dequant_f16" } do
   for _, T in ipairs { 1, 3, 9 } do
     check.case(("q8_0 linear T=%d q_matmul=%s"):format(T, mode), function() run(T, mode) end)
+    -- dequant_f16 once read the f32 bias as f16 (the f16 copy's type): every output was off
+    check.case(("q8_0 linear + f32 bias T=%d q_matmul=%s"):format(T, mode), function() run(T, mode, true) end)
   end
 end
+check.case("q8_0 linear + f32 bias T=9 q_matmul=dequant_f16 matmul=gemm (the tiled kernel)", function()
+  run(9, "dequant_f16", true, "gemm")
+end)
 check.case("weight_quant hint values", function()
   local h = hints.new()
   check.eq(h:get("weight_quant"), "keep", "default")

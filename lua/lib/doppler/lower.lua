@@ -389,7 +389,6 @@ local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   defs[#defs + 1] = "DP_CM_M=" .. cm[1]
   defs[#defs + 1] = "DP_CM_N=" .. cm[2]
   defs[#defs + 1] = "DP_CM_K=" .. cm[3]
-  if b and b.etype == "f32" then defs[#defs + 1] = "DP_BIAS_F32" end
   -- split K where the tiles alone leave the GPU idle (each K slice is a memory round trip; gemm_cm.comp)
   local gx, gy = ceil_div(N, bn), ceil_div(T, bm)
   local slices = ceil_div(K, bk)
@@ -437,6 +436,11 @@ local function emit_linear(ctx, x, w, b, y)
     defs = { ctx.weight_define(wtype, w.attrs.name) }
   end
   if b then defs[#defs + 1] = "DP_BIAS" end
+  -- an f32 bias beside a weight of another float type (a quantised model's bias with the f16 copy of its
+  -- weight, q_matmul=dequant_f16): the float kernels (gemv, gemm, gemm_cm) read it as f32
+  if b and not qdef and b.etype == "f32" and wtype ~= "f32" then
+    defs[#defs + 1] = "DP_BIAS_F32"
+  end
   if y.etype ~= ctx.env.act then defs[#defs + 1] = "DP_OUT_" .. y.etype:upper() end
   local push = { x = ctx.t(x), w = wt, y = ctx.t(y), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0 }
   if b then push.bias = ctx.t(b) end
