@@ -11,6 +11,7 @@
 // Spec:  WG  workgroup size, a power of two (default 256)
 //        ROWS rows per workgroup, a power of two dividing WG (default 1)
 // Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16
+#extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -53,11 +54,14 @@ void main()
     ACT_In  ar = ACT_In(uint64_t(p.a) + off), br = ACT_In(uint64_t(p.b) + off);
     ACT_Out rr = ACT_Out(uint64_t(p.r) + off), yr = ACT_Out(uint64_t(p.y) + off);
 
-    float rc[CACHE];
+    // The cached elements' weights are loaded with the inputs: after the reduction (a barrier when LR exceeds
+    // the subgroup) they would cost one more memory round trip on the critical path.
+    float rc[CACHE], cw[CACHE];
     float ss = 0.0;
-    for (uint k = 0u; k < CACHE; k++) {
+    [[unroll]] for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
         rc[k] = 0.0;
+        cw[k] = i < n ? w_load(p.w, i) : 0.0;
         if (i < n) {
             rc[k] = residual(ar, br, i);
             act_store(rr, i, rc[k]);
@@ -70,9 +74,9 @@ void main()
     }
     float inv = inversesqrt(norm_row_sum(ss, rw) / float(p.n) + p.eps);
 
-    for (uint k = 0u; k < CACHE; k++) {
+    [[unroll]] for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
-        if (i < n) act_store(yr, i, rc[k] * inv * (p.w_offset + w_load(p.w, i)));
+        if (i < n) act_store(yr, i, rc[k] * inv * (p.w_offset + cw[k]));
     }
     for (uint i = ln + CACHE * LR; i < n; i += LR) {
         float v = residual(ar, br, i);

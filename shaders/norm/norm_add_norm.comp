@@ -68,14 +68,20 @@ void main()
     ACT_In  xr = ACT_In(uint64_t(p.x) + off), ar = ACT_In(uint64_t(p.a) + off);
     ACT_Out yr = ACT_Out(uint64_t(p.y) + off), hr = ACT_Out(uint64_t(p.h) + off);
 
-    // pass 1: the branch output's sum of squares
-    float c[CACHE];
+    // pass 1: the branch output's sum of squares. The cached elements' x, w1 and w2 are loaded here too:
+    // they do not depend on the sums, and loaded after a reduction (a barrier when LR exceeds the subgroup)
+    // each would cost one more memory round trip on the critical path.
+    float c[CACHE], cx[CACHE], cw1[CACHE], cw2[CACHE];
     float ss = 0.0;
     [[unroll]] for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
-        c[k] = i < n ? act_load(ar, i) : 0.0;
-        ss += c[k] * c[k];
+        bool in_row = i < n;
+        c[k] = in_row ? act_load(ar, i) : 0.0;
+        cx[k] = in_row ? act_load(xr, i) : 0.0;
+        cw1[k] = in_row ? w_load(p.w1, i) : 0.0;
+        cw2[k] = in_row ? w_load(p.w2, i) : 0.0;
     }
+    [[unroll]] for (uint k = 0u; k < CACHE; k++) ss += c[k] * c[k];
     for (uint i = ln + CACHE * LR; i < n; i += LR) {
         float v = act_load(ar, i);
         ss += v * v;
@@ -89,7 +95,7 @@ void main()
         uint i = ln + k * LR;
         float yv = 0.0;
         if (i < n) {
-            yv = act_round(act_load(xr, i) + act_round(c[k] * inv1 * (p.w_offset1 + w_load(p.w1, i))));
+            yv = act_round(cx[k] + act_round(c[k] * inv1 * (p.w_offset1 + cw1[k])));
             act_store(yr, i, yv);
         }
         c[k] = yv;
@@ -104,7 +110,7 @@ void main()
     // pass 3: h = norm(y)
     [[unroll]] for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
-        if (i < n) act_store(hr, i, c[k] * inv2 * (p.w_offset2 + w_load(p.w2, i)));
+        if (i < n) act_store(hr, i, c[k] * inv2 * (p.w_offset2 + cw2[k]));
     }
     for (uint i = ln + CACHE * LR; i < n; i += LR) {
         float v = residual(xr, ar, i, inv1);
