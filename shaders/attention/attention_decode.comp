@@ -263,19 +263,29 @@ void rope_prologue(uint hk, uint c, uint t, uint ua, uint nkr, uint qs, uint ks)
         uint u = is_q ? t : ua + (row - G);         // the row's token
         uint base = is_q ? t * qs + (hk * G + row) * D : u * ks + hk * D;
         ACT_In x = is_q ? p.q : p.k;
-        float xr[EPN];
+        // Everything the row needs from memory is loaded here, with x: the norm weights, the position and
+        // the RoPE frequencies do not depend on the sums, and loaded after a barrier each would be one more
+        // memory round trip on this kernel's critical path.
+        float xr[EPN], fr[EPN];
+        uint tp = live ? p.pos.v[u] : 0u;
         [[unroll]] for (uint e = 0u; e < EPN; e++) {
             uint i = ln + e * NL;
             xr[e] = (live && i < D) ? act_load(x, base + i) : 0.0;
+            fr[e] = (live && i < ROT) ? p.inv_freq.v[i < ROT / 2u ? i : i - ROT / 2u] : 0.0;
         }
 #ifdef DP_QK_NORM
+        W_In w = is_q ? p.qw : p.kw;
+        float wr[EPN];
+        [[unroll]] for (uint e = 0u; e < EPN; e++) {
+            uint i = ln + e * NL;
+            wr[e] = (live && i < D) ? w_load(w, i) : 0.0;
+        }
         float ss = 0.0;
         [[unroll]] for (uint e = 0u; e < EPN; e++) ss += xr[e] * xr[e];
         float inv = inversesqrt(norm_row_sum(ss, rw) / float(D) + EPS);
-        W_In w = is_q ? p.qw : p.kw;
         [[unroll]] for (uint e = 0u; e < EPN; e++) {
             uint i = ln + e * NL;
-            if (live && i < D) xr[e] = act_round(xr[e] * inv * (WOFF + w_load(w, i)));
+            if (live && i < D) xr[e] = act_round(xr[e] * inv * (WOFF + wr[e]));
         }
 #endif
         [[unroll]] for (uint e = 0u; e < EPN; e++) {
@@ -284,7 +294,6 @@ void rope_prologue(uint hk, uint c, uint t, uint ua, uint nkr, uint qs, uint ks)
         }
         barrier();
         if (live) {
-            uint tp = p.pos.v[u];
             const uint half_rot = ROT / 2u;
             bool append = !is_q && c == 0u && u == t && uint64_t(tp) + p.cap > uint64_t(tp_last);
             uint dst = (hk * p.cap + tp % p.cap) * D;
@@ -293,8 +302,7 @@ void rope_prologue(uint hk, uint c, uint t, uint ua, uint nkr, uint qs, uint ks)
                 if (i >= D) break;
                 float y = xr[e];
                 if (i < ROT) {
-                    uint j = i < half_rot ? i : i - half_rot;
-                    float a = reduce_angle(float(tp) * p.inv_freq.v[j]);
+                    float a = reduce_angle(float(tp) * fr[e]);
                     float cs = cos(a), sn = sin(a);
                     y = i < half_rot ? stg(rw * D + i) * cs - stg(rw * D + i + half_rot) * sn
                                      : stg(rw * D + i) * cs + stg(rw * D + i - half_rot) * sn;
