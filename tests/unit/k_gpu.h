@@ -124,6 +124,20 @@ static inline void kg_download_u32(const dp_gtensor *t, uint32_t *out, uint64_t 
     if (dp_gtensor_download(t, 0, out, n * 4, &e) != DP_OK) fail_msg("download: %s", e.msg);
 }
 
+/* Runs of one kernel that must agree bit for bit (e.g. UN only moves loads): the first call keeps t's bytes
+** in *first; a later call returns whether t's bytes equal them. The caller frees *first. */
+static inline bool kg_same_bits(const dp_gtensor *t, void **first)
+{
+    dp_err e = {0};
+    void *bits = malloc(t->bytes);
+    assert_non_null(bits);
+    if (dp_gtensor_download(t, 0, bits, t->bytes, &e) != DP_OK) fail_msg("download: %s", e.msg);
+    if (!*first) { *first = bits; return true; }
+    const bool same = memcmp(bits, *first, t->bytes) == 0;
+    free(bits);
+    return same;
+}
+
 /* Defines for an activation dtype (and optionally weight / KV dtypes): fills defs, returns the count. */
 static inline uint32_t kg_defines(const char **defs, bool act_f16, int w_dtype, bool kv_f16)
 {

@@ -264,17 +264,10 @@ static inline double kq_check_mm(kg_ctx *c, dp_dtype t, const kq_mm *m, const fl
             if (diff / tl > worst) worst = diff / tl;
         }
         if (n_runs > 1) {   /* UN only moves loads: the sums must be UN = 1's, bit for bit */
-            void *bits = malloc(ty->bytes);
-            assert_non_null(bits);
-            if (dp_gtensor_download(ty, 0, bits, ty->bytes, &e) != DP_OK) fail_msg("download: %s", e.msg);
-            if (run == 0) bits1 = bits;
-            else {
-                if (memcmp(bits, bits1, ty->bytes) != 0)
-                    fail_msg("%s %s %s %s act=%s T=%u N=%u K=%u (w_row_blocks %u): UN=%u output differs from UN=1 "
-                             "(bits)", what, file, dp_dtype_name(t), dp_qlayout_name(m->layout), dp_dtype_name(adt),
-                             T, N, K, m->w_row_blocks, un);
-                free(bits);
-            }
+            if (!kg_same_bits(ty, &bits1))
+                fail_msg("%s %s %s %s act=%s T=%u N=%u K=%u (w_row_blocks %u): UN=%u output differs from UN=1 "
+                         "(bits)", what, file, dp_dtype_name(t), dp_qlayout_name(m->layout), dp_dtype_name(adt),
+                         T, N, K, m->w_row_blocks, un);
             /* garbage for the next run to overwrite: an output it leaves unwritten then fails */
             float *junk = malloc(sizeof(float) * T * N);
             assert_non_null(junk);

@@ -276,16 +276,9 @@ static void run_glu_q(kg_ctx *c, dp_dtype t, uint32_t T, uint32_t N, uint32_t K,
                              un, i, n, got[(uint64_t)i * N + n], y, diff, tl);
                 if (diff / tl > worst) worst = diff / tl;
             }
-        void *bits = malloc(ty->bytes);
-        assert_non_null(bits);
-        if (dp_gtensor_download(ty, 0, bits, ty->bytes, &e) != DP_OK) fail_msg("download: %s", e.msg);
-        if (run == 0) bits1 = bits;
-        else {
-            if (memcmp(bits, bits1, ty->bytes) != 0)
-                fail_msg("gemv_q DP_GLU %s act=%s T=%u N=%u K=%u: UN=%u output differs from UN=1 (bits)",
-                         dp_dtype_name(t), dp_dtype_name(adt), T, N, K, un);
-            free(bits);
-        }
+        if (!kg_same_bits(ty, &bits1))
+            fail_msg("gemv_q DP_GLU %s act=%s T=%u N=%u K=%u: UN=%u output differs from UN=1 (bits)",
+                     dp_dtype_name(t), dp_dtype_name(adt), T, N, K, un);
     }
     free(bits1);
     print_message("  glu   gemv_q.comp %-9s %-5s act=%s T=%-2u N=%-3u K=%-4u: worst err/tol %.3f (UN 1, 2, 4: same bits)\n",

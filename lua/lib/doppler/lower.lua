@@ -31,6 +31,26 @@ local function pow2_at_least(n, lo, hi)
   return p
 end
 
+-- A u32 buffer of at least `count` zeros for kernels whose last workgroup merges and then resets what it
+-- used: attention_decode's merge (one per token and kv head) and gemm_cm's split K (one per tile). Zero
+-- between dispatches, so one buffer per kind serves every node and every plan. It comes from env.constants
+-- (the session's tables, uploaded once per session: f32 zeros are u32 zeros), so compiling a plan costs no
+-- upload submit; an env without constants gets its own zeroed buffer. Cached in ctx[field], a power of two.
+local function zeroed_counters(ctx, field, count)
+  local size = pow2_at_least(count, 64, 1 << 30)
+  if ctx[field] and ctx[field]:numel() >= size then return ctx[field] end
+  local zeros = {}
+  for i = 1, size do zeros[i] = 0 end
+  local t = ctx.env.constants and ctx.env.constants("doppler." .. field .. "." .. size, zeros)
+  if not t then
+    t = ctx.dev:tensor { dtype = "u32", shape = { size } }
+    t:upload(zeros)
+    ctx.plan.owned[#ctx.plan.owned + 1] = t
+  end
+  ctx[field] = t
+  return t
+end
+
 local function numel(shape)
   local n = 1
   for _, d in ipairs(shape) do n = n * d end
@@ -327,26 +347,13 @@ local CM_WARP = { ["128x128"] = { 32, 64 } }
 local CM_FILL_GROUPS, CM_MIN_SLICES, CM_MAX_SLICES = 128, 3, 32
 
 -- gemm_cm's split-K buffers, shared by every gemm_cm node of the plan (they run one after another): the
--- partial tiles (f32, grown to the largest need) and the per-tile counters (zero between dispatches: the
--- kernel resets what it used; from env.constants like attention_decode's, so no upload submit per plan).
+-- partial tiles (f32, grown to the largest need) and the per-tile counters (zeroed_counters).
 local function cm_splitk_buffers(ctx, part_count, tiles)
   if not ctx.cm_part or ctx.cm_part:numel() < part_count then
     ctx.cm_part = ctx.dev:tensor { dtype = "f32", shape = { part_count } }
     ctx.plan.owned[#ctx.plan.owned + 1] = ctx.cm_part
   end
-  local size = pow2_at_least(tiles, 64, 1 << 30)
-  if not ctx.cm_counter or ctx.cm_counter:numel() < size then
-    local zeros = {}
-    for i = 1, size do zeros[i] = 0 end
-    local t = ctx.env.constants and ctx.env.constants("doppler.gemm_cm_counter." .. size, zeros)
-    if not t then
-      t = ctx.dev:tensor { dtype = "u32", shape = { size } }
-      t:upload(zeros)
-      ctx.plan.owned[#ctx.plan.owned + 1] = t
-    end
-    ctx.cm_counter = t
-  end
-  return ctx.cm_part, ctx.cm_counter
+  return ctx.cm_part, zeroed_counters(ctx, "gemm_cm_counter", tiles)
 end
 
 -- Why gemm_cm cannot take this linear, or nil when it can.
@@ -506,24 +513,6 @@ local function attn_scratch(ctx, count)
   return t
 end
 
--- fuse2: the merge counters of attention_decode: one u32 per (token, kv head), zero between dispatches (the
--- kernel resets what it used), so one buffer serves every attention node and every plan. It comes from
--- env.constants (the session's tables, uploaded once per session: f32 zeros are u32 zeros), so compiling a
--- plan costs no upload submit; an env without constants gets its own zeroed buffer.
-local function attn_counter(ctx, count)
-  local size = pow2_at_least(count, 64, 1 << 30)
-  if ctx.attn_counter and ctx.attn_counter:numel() >= size then return ctx.attn_counter end
-  local zeros = {}
-  for i = 1, size do zeros[i] = 0 end
-  local t = ctx.env.constants and ctx.env.constants("doppler.attention_counter." .. size, zeros)
-  if not t then
-    t = ctx.dev:tensor { dtype = "u32", shape = { size } }
-    t:upload(zeros)
-    ctx.plan.owned[#ctx.plan.owned + 1] = t
-  end
-  ctx.attn_counter = t
-  return t
-end
 
 local function subgroup_size(ctx)
   ctx.sg = ctx.sg or ctx.dev:caps().subgroup_size
@@ -635,7 +624,7 @@ local function attention_rope(ctx, n)
   local push = {
     q = ctx.t(q), k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos), o = ctx.t(n),
     part_o = attn_scratch(ctx, T * Hq * n_chunks * D), part_ml = attn_scratch(ctx, T * Hq * n_chunks * 2),
-    counter = attn_counter(ctx, T * Hkv), inv_freq = ctx.t(freq),
+    counter = zeroed_counters(ctx, "attention_counter", T * Hkv), inv_freq = ctx.t(freq),
     cap = cap, window = window, scale = n.attrs.scale, softcap = n.attrs.softcap or 0,
     q_stride = q.row_stride or 0, kv_stride = k.row_stride or 0,
   }
@@ -687,7 +676,7 @@ R.attention = function(ctx, n)
     local n_chunks = math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
     push.part_o = attn_scratch(ctx, T * Hq * n_chunks * D)
     push.part_ml = attn_scratch(ctx, T * Hq * n_chunks * 2)
-    push.counter = attn_counter(ctx, T * Hkv)
+    push.counter = zeroed_counters(ctx, "attention_counter", T * Hkv)
     push.o, push.n_chunks, push.min_chunk = ctx.t(n), n_chunks, min_chunk
     local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(kvdef),
                           { WG = wg, D = D, G = Hq // Hkv, LK = lk, UK = uk })
