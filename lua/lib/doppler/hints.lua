@@ -27,8 +27,8 @@ M.known = {
                     doc = "quantised weights: keep the blocks on the device (GPU kernels decode them) or dequantise at load" },
   attention_decode  = { values = { "auto", "flash", "basic" }, default = "auto",
                         doc = "attention for T <= 4: flash-decoding (split over key chunks + merge) or the basic kernel (auto: flash)" },
-  attention_prefill = { values = { "auto", "flash", "basic" }, default = "auto",
-                        doc = "attention for T > 4: tiled flash attention or the basic kernel (auto: flash)" },
+  attention_prefill = { values = { "auto", "coopmat", "flash", "basic" }, default = "auto",
+                        doc = "attention for T > 4: tiled flash attention on cooperative matrices (coopmat: attention_prefill_cm, an error where it cannot run), on FMAs (flash), or the basic kernel (auto: coopmat where the device has VK_NV_cooperative_matrix and activations and KV are f16, else flash)" },
   attention_splits  = { kind = "int", min = 0, default = 0,
                         doc = "flash-decoding: most key chunks per (kv head, token) (0: auto, 256 / (kv heads * T)); at most 64 are used" },
   attention_min_chunk = { kind = "int", min = 0, default = 0,
@@ -75,6 +75,10 @@ M.known.attention_prefill_lanes = { kind = "int", choices = { 0, 1, 2, 4, 8, 16,
                         doc = "tiled flash prefill: lanes per (token, q head) row, <= the subgroup size and dividing head_dim (0: the largest power of two <= min(subgroup, head_dim / 8) dividing head_dim)" }
 M.known.attention_prefill_rows = { kind = "int", choices = { 0, 4, 8, 16, 32 }, default = 0,
                         doc = "tiled flash prefill (attention_prefill.comp): (token, q head) rows per workgroup (0: 16); fewer rows, more workgroups" }
+M.known.attention_prefill_cm_split = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
+                        doc = "flash prefill on cooperative matrices (attention_prefill_cm.comp): subgroups sharing a 16-row tile, each with head_dim / this many dims (0: 4, or the most that divide head_dim / 16)" }
+M.known.attention_prefill_cm_keys = { kind = "int", choices = { 0, 16, 32, 64 }, default = 0,
+                        doc = "flash prefill on cooperative matrices: keys per tile (0: 16)" }
 M.known.lm_head_groups = { kind = "int", min = 0, default = 0,
                         doc = "fused final norm + LM head + argmax (fusion lm_head): most workgroups (0: 1024)" }
 M.known.tune        = { values = { "on", "off" }, default = "on",

@@ -633,6 +633,46 @@ local function attention_rope(ctx, n)
   ctx.dispatch(kd, Hkv, n_chunks, T, push)
 end
 
+-- attention_prefill_cm (attention/attention_prefill_cm.comp): flash attention on cooperative matrices, for
+-- prefill where the device has VK_NV_cooperative_matrix 16 x 16 x 16 f16 tiles (with 32-wide subgroups) and
+-- q, k, v and the caches are f16. The head dims are split between SPLIT subgroups (hint
+-- attention_prefill_cm_split) and each tile holds BC keys (hint attention_prefill_cm_keys).
+-- auto: 4 subgroups (fewer where head_dim / 16 has fewer), 16 keys. On the H100, Gemma 3 1B 512-token
+-- prefill, attention per pass: 4.36 ms with attention_prefill, 1.81 at split 4, 2.58 at 8, 1.89 at split 4
+-- with 32 keys; split 2 prefilled 32.7k tok/s against 34.9k at 4 (docs/BENCHMARKS.md).
+local function attention_cm_params(ctx, D, hints)
+  local split = hints.attention_prefill_cm_split or 0
+  local bc = hints.attention_prefill_cm_keys or 0
+  if split == 0 then
+    split = 4
+    while split > 1 and D % (16 * split) ~= 0 do split = split // 2 end
+  end
+  return split, bc ~= 0 and bc or 16
+end
+
+-- the kernel's shared memory (its header)
+local function attention_cm_shared(D, split, bc)
+  return 2 * bc * (D + 8) * 2 + split * 16 * bc * 4 + split * 16 * (bc + 8) * 2 + 1024 + split * 64
+end
+
+-- Why attention_prefill_cm cannot take this attention node, or nil when it can.
+local function attention_cm_refusal(ctx, n, kv_f16, D, hints)
+  local c = ctx.dev:caps()
+  local shape = c.coopmat_shape
+  if not (c.coopmat_nv and c.subgroup_size == 32 and shape and shape[1] == 16 and shape[2] == 16 and shape[3] == 16) then
+    return "the device has no VK_NV_cooperative_matrix 16 x 16 x 16 f16 tiles with 32-wide subgroups"
+  end
+  if ctx.env.act ~= "f16" or not kv_f16 then return "its activations and KV cache are not both f16" end
+  local split, bc = attention_cm_params(ctx, D, hints)
+  if D % (16 * split) ~= 0 or D > 256 then
+    return ("head_dim %d is not a multiple of 16 * %d subgroups, or exceeds 256"):format(D, split)
+  end
+  if bc % 16 ~= 0 then return ("%d keys per tile is not a multiple of 16"):format(bc) end
+  local need, limit = attention_cm_shared(D, split, bc), c.max_shared_memory
+  if need > limit then return ("it needs %d bytes of shared memory; the device has %d"):format(need, limit) end
+  return nil
+end
+
 R.attention = function(ctx, n)
   if n.attrs.rope then return attention_rope(ctx, n) end
   local q, k, v, pos, kc, vc = table.unpack(n.inputs)
@@ -681,7 +721,18 @@ R.attention = function(ctx, n)
     local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(kvdef),
                           { WG = wg, D = D, G = Hq // Hkv, LK = lk, UK = uk })
     ctx.dispatch(kd, Hkv, n_chunks, T, push)
+  elseif mode ~= "flash" and not attention_cm_refusal(ctx, n, kv_f16, D, hints) then
+    -- attention_prefill_cm: the same tiles on the matrix units, 16 rows per workgroup
+    local split, bc = attention_cm_params(ctx, D, hints)
+    push.o = ctx.t(n)
+    local kp = ctx.kernel("attention/attention_prefill_cm.comp", ctx.defines(kvdef),
+                          { WG = 32 * split, D = D, SPLIT = split, BC = bc })
+    ctx.dispatch(kp, ceil_div(T * (Hq // Hkv), 16), Hkv, 1, push)
   else
+    if mode == "coopmat" then
+      Graph.fail("hint attention_prefill=coopmat: attention at %s cannot use attention_prefill_cm: %s", n.where,
+                 attention_cm_refusal(ctx, n, kv_f16, D, hints))
+    end
     -- rows = (token, q head) pairs of one kv head; LANES lanes per row, BR rows per workgroup; K/V tiles
     -- of BC keys in shared memory (2 * BC * D * KV bytes <= 16 KiB)
     local lanes = hints.attention_prefill_lanes or 0
