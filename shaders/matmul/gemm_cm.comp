@@ -20,6 +20,11 @@
 // round trips, ~1.7 us each on the H100, so few workgroups with long K loops leave it idle): the grid's z
 // splits K into parts of k_split elements (whole slices); each part's f32 tile goes to `part`, and the last
 // workgroup of a tile (counter) adds the parts in order.
+// DP_GLU (the gate_up fusion in prefill): two weights, gate w and up wu, of the same shape; the workgroup keeps
+// both products of its tile (their slices share x's) and writes y = act(x · Wgᵀ) * (x · Wuᵀ) with act =
+// dp_glu_act(kind) (0 gelu_tanh, 1 silu): the GLU MLP's activation in the epilogue, so the gate and up
+// outputs never go to memory and the glu kernel's pass is gone. Both products stay f32 until the output
+// (the unfused path rounds each to the activation type first). Not with DP_SPLITK or DP_BIAS.
 // The fixed-count loops (accumulator tiles, slice steps, copies) carry [[unroll]]: their bounds are spec
 // constants, and unrolled they keep the accumulators in registers (H100: 512-token prefill 26.6k -> 28.6k tok/s).
 // Needs: K % 8 == 0 (whole 16-byte vectors of a row), subgroup size 32 (WG = 32 * SGM * SGN), a device with
@@ -41,9 +46,12 @@
 //   k_split   uint                    DP_SPLITK: K elements per split, a multiple of BK
 // Spec constants (by name): WG (local_size_x_id = 0) = 32 * SGM * SGN; BM, BN tile (multiples of SGM * DP_CM_M
 //   and SGN * DP_CM_N); BK K slice (a multiple of DP_CM_K and of 8); SGM, SGN subgroups along m and n.
-//   Shared memory: 2 * (BM + BN) * (BK + 8) + 4 * (WG / 32) * DP_CM_M * DP_CM_N bytes (64 x 64 x 32: 14 KiB).
+//   wu        f16  [N, K]             DP_GLU: the up projection (w is the gate)
+//   kind      uint                    DP_GLU: the gate activation, 0 gelu_tanh, 1 silu
+//   Shared memory: 2 * (BM + BN) * (BK + 8) + 4 * (WG / 32) * DP_CM_M * DP_CM_N bytes (64 x 64 x 32: 14 KiB);
+//   with DP_GLU 2 * (BM + 2 BN) * (BK + 8) + 8 * (WG / 32) * DP_CM_M * DP_CM_N.
 // Defines: DP_ACT_F16 and DP_W_F16 (required), DP_CM_M / DP_CM_N / DP_CM_K, DP_OUT_F32, DP_BIAS,
-//   DP_BIAS_F32.
+//   DP_BIAS_F32, DP_GLU.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_NV_cooperative_matrix : require
@@ -62,6 +70,12 @@
 #define DP_CM_K 16
 #endif
 #include "dp_types.glsl"
+#ifdef DP_GLU
+#include "dp_act.glsl"
+#if defined(DP_SPLITK) || defined(DP_BIAS)
+#error "gemm_cm: DP_GLU takes neither DP_SPLITK nor DP_BIAS"
+#endif
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG  = 128;
@@ -90,6 +104,10 @@ layout(push_constant) uniform Push {
     U32Coh  counter;
     uint    k_split;
 #endif
+#ifdef DP_GLU
+    F16In   wu;
+    uint    kind;
+#endif
     uint T;
     uint N;
     uint K;
@@ -107,7 +125,13 @@ const uint LB  = (BN * VR + WG - 1u) / WG;   // W vectors each thread copies per
 
 shared uvec4 As[BM * SR];              // [BM][SR]: x slice, row-major (token, k)
 shared uvec4 Bs[BN * SR];              // [BN][SR]: W slice = Wᵀ slice column-major
-shared float Cs[(WG / 32u) * LM * LN];  // one staging tile per subgroup (epilogue)
+#ifdef DP_GLU
+shared uvec4 Bu[BN * SR];              // [BN][SR]: the up weight's slice
+const uint NSTAGE = 2u;                // staging tiles per subgroup: gate and up
+#else
+const uint NSTAGE = 1u;
+#endif
+shared float Cs[(WG / 32u) * NSTAGE * LM * LN];  // staging tiles per subgroup (epilogue)
 shared bool last_s;                    // DP_SPLITK: this workgroup sums the tile's partials
 
 // 8 consecutive halves of row `row` of a [rows, stride] f16 matrix from element k, as one 16-byte vector;
@@ -145,6 +169,12 @@ void main()
     fcoopmatNV<32, gl_ScopeSubgroup, LM, LN> acc[CR][CC];
     [[unroll]] for (uint i = 0u; i < CR; ++i)
         [[unroll]] for (uint j = 0u; j < CC; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
+#ifdef DP_GLU
+    fcoopmatNV<32, gl_ScopeSubgroup, LM, LN> accu[CR][CC];
+    [[unroll]] for (uint i = 0u; i < CR; ++i)
+        [[unroll]] for (uint j = 0u; j < CC; ++j) accu[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
+    const bool uvec = (uint64_t(p.wu) & 15ul) == 0ul;
+#endif
 
     // The first slice's vectors, in registers (K may be shorter than one slice).
     uvec4 ra[LA], rb[LB];
@@ -156,6 +186,13 @@ void main()
         const uint e = tid + i * WG, r = e / VR, c = e % VR;
         rb[i] = (e < BN * VR && kb + c * 8u < ke) ? load8(uint64_t(p.w), n0 + r, N, K, kb + c * 8u, wvec) : uvec4(0u);
     }
+#ifdef DP_GLU
+    uvec4 ru[LB];
+    [[unroll]] for (uint i = 0u; i < LB; ++i) {
+        const uint e = tid + i * WG, r = e / VR, c = e % VR;
+        ru[i] = (e < BN * VR && kb + c * 8u < ke) ? load8(uint64_t(p.wu), n0 + r, N, K, kb + c * 8u, uvec) : uvec4(0u);
+    }
+#endif
 
     for (uint k0 = kb; k0 < ke; k0 += BK) {
         barrier();                                   // the previous slice's tiles are consumed
@@ -166,6 +203,9 @@ void main()
         [[unroll]] for (uint i = 0u; i < LB; ++i) {
             const uint e = tid + i * WG;
             if (e < BN * VR) Bs[(e / VR) * SR + e % VR] = rb[i];
+#ifdef DP_GLU
+            if (e < BN * VR) Bu[(e / VR) * SR + e % VR] = ru[i];
+#endif
         }
         barrier();
         // Issue the next slice's loads now: they travel while the matrix units work on this one.
@@ -180,6 +220,9 @@ void main()
                 const uint e = tid + i * WG, r = e / VR, c = e % VR;
                 const uint k = k1 + c * 8u;
                 rb[i] = (e < BN * VR && k < ke) ? load8(uint64_t(p.w), n0 + r, N, K, k, wvec) : uvec4(0u);
+#ifdef DP_GLU
+                ru[i] = (e < BN * VR && k < ke) ? load8(uint64_t(p.wu), n0 + r, N, K, k, uvec) : uvec4(0u);
+#endif
             }
         }
         [[unroll]] for (uint kk = 0u; kk < BK; kk += LK) {
@@ -190,6 +233,10 @@ void main()
                 fcoopmatNV<16, gl_ScopeSubgroup, LK, LN> b;
                 coopMatLoadNV(b, Bs, (sn * CC * LN + j * LN) * SR + kk / 8u, SR, true);
                 [[unroll]] for (uint i = 0u; i < CR; ++i) acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
+#ifdef DP_GLU
+                coopMatLoadNV(b, Bu, (sn * CC * LN + j * LN) * SR + kk / 8u, SR, true);
+                [[unroll]] for (uint i = 0u; i < CR; ++i) accu[i][j] = coopMatMulAddNV(a[i], b, accu[i][j]);
+#endif
             }
         }
     }
@@ -228,10 +275,13 @@ void main()
     }
 #endif
     // Epilogue: through this subgroup's staging tile, so that edges, bias and the output type are per element.
-    const uint cs = sg * LM * LN;
+    const uint cs = sg * NSTAGE * LM * LN;
     [[unroll]] for (uint i = 0u; i < CR; ++i) {
         [[unroll]] for (uint j = 0u; j < CC; ++j) {
             coopMatStoreNV(acc[i][j], Cs, cs, LN, false);
+#ifdef DP_GLU
+            coopMatStoreNV(accu[i][j], Cs, cs + LM * LN, LN, false);
+#endif
             subgroupMemoryBarrierShared();
             subgroupBarrier();
             const uint mt = m0 + (sm * CR + i) * LM, nt = n0 + (sn * CC + j) * LN;
@@ -241,6 +291,9 @@ void main()
                 float v = Cs[cs + e];
 #ifdef DP_BIAS
                 v += float(p.bias.v[n]);
+#endif
+#ifdef DP_GLU
+                v = dp_glu_act(v, p.kind) * Cs[cs + LM * LN + e];
 #endif
                 out_store(p.y, m * ys + n, v);
             }

@@ -63,6 +63,52 @@ local function run(T, N, K, opts)
   return y, want, names
 end
 
+-- y = act(x · Wgᵀ) * (x · Wuᵀ) of T tokens as a recipe writes it (linear, linear, activation, mul: the glu and
+-- gate_up fusions make it one glu_linear). Returns the output, the expected values with each one's
+-- tolerance, and the kernel names. g and u are exact (as in run); the expected value is evaluated in
+-- double precision, and the kernel's f32 activation may differ from it by ~1e-6 relative of g before the
+-- output's f16 rounding (half an ulp): tol = 2^-11 |y| + 1e-5 (1 + |g|) |u|. The unfused path also rounds g and
+-- u to f16 first (half an ulp each; |act'(g)| <= 1.2): tol2 = tol + 2^-11 (1.2 |g| + |act(g)|) |u|.
+local function run_glu(T, N, K, act, opts)
+  local xv, gv, uv = {}, {}, {}
+  for i = 0, T * K - 1 do xv[i + 1] = ((i * 13 + 7) % 11 - 5) / 4 end
+  for i = 0, N * K - 1 do gv[i + 1] = ((i * 7 + 3) % 17 - 8) / 64; uv[i + 1] = ((i * 5 + 1) % 13 - 6) / 64 end
+  local g = Graph.new { name = "cm_glu" }
+  local x = g:input("x", { "T", K }, "f16")
+  local wg = g:weight { name = "wg", shape = { N, K }, dtype = "f16" }
+  local wu = g:weight { name = "wu", shape = { N, K }, dtype = "f16" }
+  local gate = g:linear(x, wg)
+  g:output("y", g:mul(act == "silu" and g:silu(gate) or g:gelu_tanh(gate), g:linear(x, wu)))
+  local xt = dev:tensor { dtype = "f16", shape = { T, K } }; xt:upload(xv)
+  local gt = dev:tensor { dtype = "f16", shape = { N, K } }; gt:upload(gv)
+  local ut = dev:tensor { dtype = "f16", shape = { N, K } }; ut:upload(uv)
+  local h = hints.new()
+  h:set("gemm_cm_tile", opts.tile or "auto", "test")
+  h:set("gemm_cm_bk", opts.bk or 0, "test")
+  local p = plan.compile(dev, g, { T = T, act = "f16", kv = "f16", hints = h, weights = { wg = gt, wu = ut },
+                                   inputs = { x = xt }, states = {}, constants = function() end })
+  p:run()
+  local names = {}
+  for i, k in ipairs(p.kernel_log) do names[i] = k:name() end
+  local y = p:output("y"):download()
+  local want, tol, tol2 = {}, {}, {}
+  for t = 0, T - 1 do
+    for n = 0, N - 1 do
+      local a, b = 0, 0
+      for k = 0, K - 1 do
+        a = a + xv[t * K + k + 1] * gv[n * K + k + 1]
+        b = b + xv[t * K + k + 1] * uv[n * K + k + 1]
+      end
+      local f = act == "silu" and a / (1 + math.exp(-a))
+                or 0.5 * a * (1 + math.tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))
+      want[t * N + n + 1] = f * b
+      tol[t * N + n + 1] = 2 ^ -11 * math.abs(f * b) + 1e-5 * (1 + math.abs(a)) * math.abs(b)
+      tol2[t * N + n + 1] = tol[t * N + n + 1] + 2 ^ -11 * (1.2 * math.abs(a) + math.abs(f)) * math.abs(b)
+    end
+  end
+  return y, want, tol, names, tol2
+end
+
 local function used(names, kernel)
   for _, n in ipairs(names) do if n:find(kernel, 1, true) then return true end end
   return false
@@ -127,6 +173,19 @@ if caps.coopmat_nv then
     local y, want = run(20, 48, 32, { matmul = "coopmat", bias = "f32" })
     compare(y, want, "f16", "bias f32")
   end)
+  -- the gate_up fusion in prefill: both products and the activation in one gemm_cm (DP_GLU), no glu kernel
+  for _, c in ipairs {
+    { 37, 200, 1152, "gelu_tanh" }, { 130, 72, 264, "silu" }, { 512, 136, 96, "gelu_tanh", "64x64", 64 },
+    { 9, 300, 40, "silu", "128x64" }, { 70, 64, 128, "gelu_tanh", "32x32", 128 },
+  } do
+    local T, N, K, act, tile, bk = table.unpack(c)
+    check.case(("gemm_cm DP_GLU %s T=%d N=%d K=%d tile=%s bk=%s"):format(act, T, N, K, tile or "auto", tostring(bk or "auto")), function()
+      local y, want, tol, names = run_glu(T, N, K, act, { tile = tile, bk = bk })
+      check.truthy(used(names, "gemm_cm") and not used(names, "glu") and #names == 1, "one gemm_cm: " .. table.concat(names, ","))
+      check.eq(#y, #want, "element count")
+      for i = 1, #want do check.near(y[i], want[i], tol[i], ("glu y[%d]"):format(i - 1)) end
+    end)
+  end
   check.case("auto picks gemm_cm for T > 4 only", function()
     local _, _, n9 = run(9, 32, 64, {})
     check.truthy(used(n9, "gemm_cm"), "T = 9: gemm_cm")
@@ -139,6 +198,11 @@ else
     local y, want, names = run(9, 40, 64, {})
     check.truthy(not used(names, "gemm_cm"), "gemm_cm not used")
     compare(y, want, "f16", "auto")
+  end)
+  check.case("no cooperative matrices: a prefill GLU MLP stays unfused (linears + glu)", function()
+    local y, want, _, names, tol2 = run_glu(9, 40, 64, "gelu_tanh", {})
+    check.truthy(used(names, "glu") and not used(names, "gemm_cm"), "glu kernel: " .. table.concat(names, ","))
+    for i = 1, #want do check.near(y[i], want[i], tol2[i], ("glu y[%d]"):format(i - 1)) end
   end)
   check.case("no cooperative matrices: matmul=coopmat fails and says why", function()
     local ok, err = pcall(run, 9, 40, 64, { matmul = "coopmat" })

@@ -107,7 +107,7 @@ local function live_nodes(nodes)
 end
 
 -- Readers count only live nodes: a node an earlier rule left dead reads nothing.
-local function make_ctx(nodes, env)
+local function make_ctx(nodes, env, dev)
   local readers = {}
   local live = live_nodes(nodes)
   for _, n in ipairs(nodes) do
@@ -131,6 +131,7 @@ local function make_ctx(nodes, env)
   end
   function ctx.is_output(n) return n.is_output end
   ctx.env = env
+  ctx.dev = dev   -- the device the plan is for (rules that depend on its kernels ask doppler.lower); may be nil
   ctx.hints = env and env.hints and env.hints.values or {}
   -- Marks `n` as memory that the fused node `writer` fills: n keeps its place in the arena and its
   -- readers; it reads nothing itself and moves to just before `writer` in the order (so its memory
@@ -156,7 +157,7 @@ end
 
 -- Returns fused copies of graph.nodes (the graph itself is not changed) and the map from each
 -- original node to its copy.
-function M.apply(graph, env)
+function M.apply(graph, env, dev)
   local copies, map = {}, {}
   for i, n in ipairs(graph.nodes) do
     local c = setmetatable({}, getmetatable(n))
@@ -170,7 +171,7 @@ function M.apply(graph, env)
   for _, name in ipairs(graph.output_order) do map[graph.outputs[name]].is_output = true end
   local rules = enabled_rules(env)
   for _, rule in ipairs(rules) do
-    local ctx = make_ctx(copies, env)   -- readers as the earlier rules left them
+    local ctx = make_ctx(copies, env, dev)   -- readers as the earlier rules left them
     for _, n in ipairs(copies) do
       if n.op == rule.op then rule.apply(n, ctx) end
     end
@@ -242,11 +243,18 @@ end
 
 -- glu(linear(h, Wg), linear(h, Wu))  ->  one GEMV pass reading both weight rows, the activation applied
 -- (fused/gemv_multi.comp with DP_GLU). Not with hint matmul=gemm, which asks for the tiled kernel.
+-- Prefill-sized passes too where gemm_cm can take both products with the activation in its epilogue
+-- (lower.glu_gemm_ok: cooperative matrices, f16): on the H100 that saved the glu kernel's pass and the
+-- gate and up outputs' round trip through memory (docs/BENCHMARKS.md).
 M.register {
   name = "gate_up", op = "glu",
   apply = function(n, ctx)
-    if ctx.hints.matmul == "gemm" or decode_sized(ctx) == false then return end
     local g, u = n.inputs[1], n.inputs[2]
+    if ctx.hints.matmul == "gemm" then return end
+    if decode_sized(ctx) == false then
+      local w = g.op == "linear" and g.inputs[2]
+      if not (w and lower.glu_gemm_ok(ctx.dev, ctx.env, w.dtype, w.shape[2])) then return end
+    end
     if not (plain_linear(g, ctx) and plain_linear(u, ctx)) then return end
     if #g.inputs ~= 2 or #u.inputs ~= 2 or g.inputs[1] ~= u.inputs[1] then return end
     if g.inputs[2].dtype ~= u.inputs[2].dtype then return end

@@ -356,13 +356,18 @@ local function cm_splitk_buffers(ctx, part_count, tiles)
   return ctx.cm_part, zeroed_counters(ctx, "gemm_cm_counter", tiles)
 end
 
--- Why gemm_cm cannot take this linear, or nil when it can.
-local function gemm_cm_refusal(ctx, qdef, wtype, x, K, b)
+-- The device's cooperative-matrix shape {M, N, K} for gemm_cm, or false (cached in ctx.cm).
+local function cm_shape(ctx)
   if ctx.cm == nil then
     local c = ctx.dev:caps()
     ctx.cm = (c.coopmat_nv and c.subgroup_size == 32 and c.coopmat_shape) or false
   end
-  if not ctx.cm then return "the device has no VK_NV_cooperative_matrix f16 tiles with 32-wide subgroups" end
+  return ctx.cm
+end
+
+-- Why gemm_cm cannot take this linear, or nil when it can.
+local function gemm_cm_refusal(ctx, qdef, wtype, x, K, b)
+  if not cm_shape(ctx) then return "the device has no VK_NV_cooperative_matrix f16 tiles with 32-wide subgroups" end
   if qdef or wtype ~= "f16" then return ("its weight is %s, not f16"):format(qdef and "quantised" or wtype) end
   if x.etype ~= "f16" then return ("its activations are %s, not f16"):format(x.etype) end
   if K % 8 ~= 0 then return ("K = %d is not a multiple of 8"):format(K) end
@@ -372,6 +377,7 @@ end
 
 local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local glu = push.wu ~= nil   -- DP_GLU: a second weight slice per step, a second staging tile, no split
   local tile = hints.gemm_cm_tile or "auto"
   if tile == "auto" then   -- 128 x 128 where it still gives one workgroup per SM or so, else 64 x 64
     tile = ceil_div(N, 128) * ceil_div(T, 128) >= 128 and "128x128" or "64x64"
@@ -382,7 +388,8 @@ local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   local sgm, sgn = bm // warp[1], bn // warp[2]
   local cm = ctx.cm
   -- shared memory (gemm_cm.comp's header): the x and W slices, padded, and one staging tile per subgroup
-  local function shared(k) return 2 * (bm + bn) * (k + 8) + 4 * sgm * sgn * cm[1] * cm[2] end
+  local nw = glu and 2 or 1
+  local function shared(k) return 2 * (bm + nw * bn) * (k + 8) + 4 * nw * sgm * sgn * cm[1] * cm[2] end
   local limit = ctx.dev:caps().max_shared_memory
   local bk = hints.gemm_cm_bk or 0
   if bk == 0 then   -- auto: 64 where it fits (on the H100, 512-token prefill: 15.6 ms against 17.9 at 128, 24.7 at 32)
@@ -400,6 +407,7 @@ local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   local gx, gy = ceil_div(N, bn), ceil_div(T, bm)
   local slices = ceil_div(K, bk)
   local splits = hints.gemm_cm_splits or 0
+  if glu then splits = 1 end
   if splits == 0 then
     splits = 1
     while splits < 16 and ((gx * gy * splits < CM_FILL_GROUPS and slices // (2 * splits) >= CM_MIN_SLICES)
@@ -814,6 +822,23 @@ local function gemv_multi(ctx, defs, rows_total, T, push)
   ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
 end
 
+-- Can a prefill-sized glu_linear (T > 4) of weights of `dtype` with rows of K run on gemm_cm with DP_GLU?
+-- The gate_up fusion asks (fusions.lua) before it fuses a prefill pass: elsewhere the unfused linears and
+-- glu are faster than the GEMV scheme at T > 4. dev, env: as plan.compile's.
+function M.glu_gemm_ok(dev, env, dtype, K)
+  if not dev then return false end
+  local ctx = { dev = dev, env = env }
+  local hints = env.hints and env.hints.values or {}
+  local mm = hints.matmul or "auto"
+  if mm ~= "auto" and mm ~= "coopmat" then return false end
+  local wtype = dtype
+  if Q_DEFINE[dtype] then
+    if q_matmul_mode(ctx, hints) ~= "dequant_f16" then return false end
+    wtype = "f16"
+  end
+  return cm_shape(ctx) and wtype == "f16" and env.act == "f16" and K % 8 == 0 or false
+end
+
 R.glu_linear = function(ctx, n)
   local x, wg, wu = n.inputs[1], n.inputs[2], n.inputs[3]
   local N, K = n.bshape[#n.bshape], x.bshape[#x.bshape]
@@ -822,6 +847,14 @@ R.glu_linear = function(ctx, n)
   local tg, qdef, wtype = matrix_weight(ctx, wg, hints)
   local tu = matrix_weight(ctx, wu, hints)
   local kind = (n.attrs.kind == "silu") and 1 or 0
+  if T > 4 and not gemm_cm_refusal(ctx, qdef, wtype, x, K, nil) and (hints.matmul or "auto") ~= "gemv" then
+    -- prefill: both products on the matrix units, the activation in the epilogue (gemm_cm.comp, DP_GLU)
+    emit_gemm_cm(ctx, { ctx.weight_define(wtype, wg.attrs.name), "DP_GLU" }, nil, T, N, K, {
+      x = ctx.t(x), w = tg, wu = tu, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0,
+      kind = kind,
+    })
+    return
+  end
   if not qdef then
     gemv_multi(ctx, { "DP_GLU", ctx.weight_define(wtype, wg.attrs.name) }, N, T, {
       x = ctx.t(x), wg = tg, wu = tu, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, kind = kind,

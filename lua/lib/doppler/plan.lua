@@ -105,7 +105,7 @@ end
 
 function M.compile(dev, graph, env)
   local T = env.T
-  local nodes, copy_of = fusions.apply(graph, env)
+  local nodes, copy_of = fusions.apply(graph, env, dev)
 
   -- Shapes with T bound, consumers, and the last reader of each node.
   local last_use, consumers = {}, {}
