@@ -25,6 +25,9 @@
 // dp_glu_act(kind) (0 gelu_tanh, 1 silu): the GLU MLP's activation in the epilogue, so the gate and up
 // outputs never go to memory and the glu kernel's pass is gone. Both products stay f32 until the output
 // (the unfused path rounds each to the activation type first). Not with DP_SPLITK or DP_BIAS.
+// DP_MULTI (the qkv fusion in prefill): two or three linears of one x, weights w, w1, w2 into y, y1, y2 (N, N1, N2
+// outputs; N2 = 0 for two): one grid over the concatenated columns, each column tile reading one weight (N and
+// N1 are multiples of BN). One dispatch instead of three, and the small k / v projections share the grid.
 // The fixed-count loops (accumulator tiles, slice steps, copies) carry [[unroll]]: their bounds are spec
 // constants, and unrolled they keep the accumulators in registers (H100: 512-token prefill 26.6k -> 28.6k tok/s).
 // Needs: K % 8 == 0 (whole 16-byte vectors of a row), subgroup size 32 (WG = 32 * SGM * SGN), a device with
@@ -47,11 +50,13 @@
 // Spec constants (by name): WG (local_size_x_id = 0) = 32 * SGM * SGN; BM, BN tile (multiples of SGM * DP_CM_M
 //   and SGN * DP_CM_N); BK K slice (a multiple of DP_CM_K and of 8); SGM, SGN subgroups along m and n.
 //   wu        f16  [N, K]             DP_GLU: the up projection (w is the gate)
+//   w1, w2    f16  [N1 | N2, K]       DP_MULTI: the second and third weights; y1, y2 their outputs; N1, N2
+//                                     (dispatch: ceil((N + N1 + N2) / BN) column tiles)
 //   kind      uint                    DP_GLU: the gate activation, 0 gelu_tanh, 1 silu
 //   Shared memory: 2 * (BM + BN) * (BK + 8) + 4 * (WG / 32) * DP_CM_M * DP_CM_N bytes (64 x 64 x 32: 14 KiB);
 //   with DP_GLU 2 * (BM + 2 BN) * (BK + 8) + 8 * (WG / 32) * DP_CM_M * DP_CM_N.
 // Defines: DP_ACT_F16 and DP_W_F16 (required), DP_CM_M / DP_CM_N / DP_CM_K, DP_OUT_F32, DP_BIAS,
-//   DP_BIAS_F32, DP_GLU.
+//   DP_BIAS_F32, DP_GLU, DP_MULTI.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_NV_cooperative_matrix : require
@@ -72,9 +77,12 @@
 #include "dp_types.glsl"
 #ifdef DP_GLU
 #include "dp_act.glsl"
-#if defined(DP_SPLITK) || defined(DP_BIAS)
-#error "gemm_cm: DP_GLU takes neither DP_SPLITK nor DP_BIAS"
+#if defined(DP_SPLITK) || defined(DP_BIAS) || defined(DP_MULTI)
+#error "gemm_cm: DP_GLU takes neither DP_SPLITK, DP_BIAS nor DP_MULTI"
 #endif
+#endif
+#if defined(DP_MULTI) && defined(DP_BIAS)
+#error "gemm_cm: DP_MULTI takes no DP_BIAS"
 #endif
 
 layout(local_size_x_id = 0) in;
@@ -107,6 +115,14 @@ layout(push_constant) uniform Push {
 #ifdef DP_GLU
     F16In   wu;
     uint    kind;
+#endif
+#ifdef DP_MULTI
+    F16In   w1;
+    F16In   w2;
+    OUT_Out y1;
+    OUT_Out y2;
+    uint    N1;
+    uint    N2;
 #endif
     uint T;
     uint N;
@@ -153,12 +169,23 @@ void main()
     const uint tid = gl_LocalInvocationID.x;
     const uint sg = tid / 32u, lane = tid % 32u;     // subgroup size 32 (checked by lower.lua)
     const uint sm = sg / SGN, sn = sg % SGN;         // this subgroup's sub-tile
-    const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
-    const uint T = p.T, N = p.N, K = p.K;
+    uint n0 = gl_WorkGroupID.x * BN;
+    const uint m0 = gl_WorkGroupID.y * BM;
+    uint N = p.N;
+    const uint T = p.T, K = p.K;
+    uint64_t wa = uint64_t(p.w);
+    OUT_Out yo = p.y;
+#ifdef DP_MULTI
+    // the weight (and output) this column tile belongs to: lower.lua keeps N and N1 multiples of BN
+    if (n0 >= N) {
+        n0 -= N; wa = uint64_t(p.w1); yo = p.y1; N = p.N1;
+        if (n0 >= N) { n0 -= N; wa = uint64_t(p.w2); yo = p.y2; N = p.N2; }
+    }
+#endif
     const uint xs = p.x_stride != 0u ? p.x_stride : K;
     const uint ys = p.y_stride != 0u ? p.y_stride : N;
     const bool xvec = (uint64_t(p.x) & 15ul) == 0ul && (xs & 7u) == 0u;
-    const bool wvec = (uint64_t(p.w) & 15ul) == 0ul;  // K % 8 == 0
+    const bool wvec = (wa & 15ul) == 0ul;  // K % 8 == 0
 #ifdef DP_SPLITK
     // this workgroup's part of K: [kb, ke), whole slices
     const uint kb = gl_WorkGroupID.z * p.k_split, ke = min(K, kb + p.k_split);
@@ -184,7 +211,7 @@ void main()
     }
     [[unroll]] for (uint i = 0u; i < LB; ++i) {
         const uint e = tid + i * WG, r = e / VR, c = e % VR;
-        rb[i] = (e < BN * VR && kb + c * 8u < ke) ? load8(uint64_t(p.w), n0 + r, N, K, kb + c * 8u, wvec) : uvec4(0u);
+        rb[i] = (e < BN * VR && kb + c * 8u < ke) ? load8(wa, n0 + r, N, K, kb + c * 8u, wvec) : uvec4(0u);
     }
 #ifdef DP_GLU
     uvec4 ru[LB];
@@ -219,7 +246,7 @@ void main()
             [[unroll]] for (uint i = 0u; i < LB; ++i) {
                 const uint e = tid + i * WG, r = e / VR, c = e % VR;
                 const uint k = k1 + c * 8u;
-                rb[i] = (e < BN * VR && k < ke) ? load8(uint64_t(p.w), n0 + r, N, K, k, wvec) : uvec4(0u);
+                rb[i] = (e < BN * VR && k < ke) ? load8(wa, n0 + r, N, K, k, wvec) : uvec4(0u);
 #ifdef DP_GLU
                 ru[i] = (e < BN * VR && k < ke) ? load8(uint64_t(p.wu), n0 + r, N, K, k, uvec) : uvec4(0u);
 #endif
@@ -269,7 +296,7 @@ void main()
 #ifdef DP_BIAS
             v += float(p.bias.v[n]);
 #endif
-            out_store(p.y, m * ys + n, v);
+            out_store(yo, m * ys + n, v);
         }
         return;
     }
@@ -295,7 +322,7 @@ void main()
 #ifdef DP_GLU
                 v = dp_glu_act(v, p.kind) * Cs[cs + LM * LN + e];
 #endif
-                out_store(p.y, m * ys + n, v);
+                out_store(yo, m * ys + n, v);
             }
             subgroupBarrier();                       // the tile is read before the next store overwrites it
         }

@@ -109,9 +109,57 @@ local function run_glu(T, N, K, act, opts)
   return y, want, tol, names, tol2
 end
 
+-- Two or three linears of one x (the qkv fusion), each read by an add (y_j = l_j + l_j: a graph output is not
+-- fused, and doubling is exact): returns each output's values and expected values (exact, as in run) and the
+-- kernel names.
+local function run_multi(T, Ns, K, opts)
+  local xv = {}
+  for i = 0, T * K - 1 do xv[i + 1] = ((i * 13 + 7) % 11 - 5) / 4 end
+  local g = Graph.new { name = "cm_multi" }
+  local x = g:input("x", { "T", K }, "f16")
+  local weights, wv = {}, {}
+  for j, N in ipairs(Ns) do
+    wv[j] = {}
+    for i = 0, N * K - 1 do wv[j][i + 1] = ((i * 7 + 3 * j) % 17 - 8) / 64 end
+    local name = "w" .. j
+    weights[name] = dev:tensor { dtype = "f16", shape = { N, K } }
+    weights[name]:upload(wv[j])
+    local l = g:linear(x, g:weight { name = name, shape = { N, K }, dtype = "f16" })
+    g:output("y" .. j, g:add(l, l))
+  end
+  local xt = dev:tensor { dtype = "f16", shape = { T, K } }; xt:upload(xv)
+  local h = hints.new()
+  h:set("gemm_cm_tile", opts.tile or "auto", "test")
+  h:set("gemm_cm_splits", opts.splits or 0, "test")
+  local p = plan.compile(dev, g, { T = T, act = "f16", kv = "f16", hints = h, weights = weights,
+                                   inputs = { x = xt }, states = {}, constants = function() end })
+  for _ = 1, opts.runs or 1 do p:run() end
+  local names = {}
+  for i, k in ipairs(p.kernel_log) do names[i] = k:name() end
+  local ys, wants = {}, {}
+  for j, N in ipairs(Ns) do
+    ys[j] = p:output("y" .. j):download()
+    wants[j] = {}
+    for t = 0, T - 1 do
+      for n = 0, N - 1 do
+        local s = 0
+        for k = 0, K - 1 do s = s + xv[t * K + k + 1] * wv[j][n * K + k + 1] end
+        wants[j][t * N + n + 1] = 2 * s
+      end
+    end
+  end
+  return ys, wants, names
+end
+
 local function used(names, kernel)
   for _, n in ipairs(names) do if n:find(kernel, 1, true) then return true end end
   return false
+end
+
+local function count(names, kernel)
+  local c = 0
+  for _, n in ipairs(names) do if n:find(kernel, 1, true) then c = c + 1 end end
+  return c
 end
 
 local function compare(y, want, out, what)
@@ -186,6 +234,24 @@ if caps.coopmat_nv then
       for i = 1, #want do check.near(y[i], want[i], tol[i], ("glu y[%d]"):format(i - 1)) end
     end)
   end
+  -- the qkv fusion in prefill: one gemm_cm over the concatenated columns (DP_MULTI)
+  for _, c in ipairs {
+    { 37, { 1024, 256, 256 }, 1152 }, { 130, { 256, 128, 72 }, 96, "64x64" }, { 9, { 128, 200 }, 64, "32x32" },
+    { 70, { 256, 128, 40 }, 520, "64x64", 4 },
+  } do
+    local T, Ns, K, tile, splits = table.unpack(c)
+    check.case(("gemm_cm DP_MULTI T=%d N=%s K=%d tile=%s splits=%s"):format(T, table.concat(Ns, "+"), K, tile or "auto",
+                                                                        tostring(splits or "auto")), function()
+      local ys, wants, names = run_multi(T, Ns, K, { tile = tile, splits = splits, runs = 2 })
+      check.eq(count(names, "gemm_cm"), 1, "gemm_cm dispatches (" .. table.concat(names, ",") .. ")")
+      for j = 1, #Ns do compare(ys[j], wants[j], "f16", "multi y" .. j) end
+    end)
+  end
+  check.case("gemm_cm DP_MULTI: a first weight of 72 rows stays unfused (a tile would straddle two weights)", function()
+    local ys, wants, names = run_multi(20, { 72, 128 }, 64, {})
+    check.eq(count(names, "gemm_cm"), 2, "gemm_cm dispatches (" .. table.concat(names, ",") .. ")")
+    for j = 1, 2 do compare(ys[j], wants[j], "f16", "y" .. j) end
+  end)
   check.case("auto picks gemm_cm for T > 4 only", function()
     local _, _, n9 = run(9, 32, 64, {})
     check.truthy(used(n9, "gemm_cm"), "T = 9: gemm_cm")
@@ -203,6 +269,11 @@ else
     local y, want, _, names, tol2 = run_glu(9, 40, 64, "gelu_tanh", {})
     check.truthy(used(names, "glu") and not used(names, "gemm_cm"), "glu kernel: " .. table.concat(names, ","))
     for i = 1, #want do check.near(y[i], want[i], tol2[i], ("glu y[%d]"):format(i - 1)) end
+  end)
+  check.case("no cooperative matrices: prefill q / k / v linears stay unfused", function()
+    local ys, wants, names = run_multi(20, { 128, 128 }, 64, {})
+    check.eq(count(names, "gemv"), 2, "gemv dispatches (" .. table.concat(names, ",") .. ")")
+    for j = 1, 2 do compare(ys[j], wants[j], "f16", "y" .. j) end
   end)
   check.case("no cooperative matrices: matmul=coopmat fails and says why", function()
     local ok, err = pcall(run, 9, 40, 64, { matmul = "coopmat" })

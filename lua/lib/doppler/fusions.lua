@@ -244,7 +244,7 @@ end
 -- glu(linear(h, Wg), linear(h, Wu))  ->  one GEMV pass reading both weight rows, the activation applied
 -- (fused/gemv_multi.comp with DP_GLU). Not with hint matmul=gemm, which asks for the tiled kernel.
 -- Prefill-sized passes too where gemm_cm can take both products with the activation in its epilogue
--- (lower.glu_gemm_ok: cooperative matrices, f16): on the H100 that saved the glu kernel's pass and the
+-- (lower.cm_prefill_ok: cooperative matrices, f16): on the H100 that saved the glu kernel's pass and the
 -- gate and up outputs' round trip through memory (docs/BENCHMARKS.md).
 M.register {
   name = "gate_up", op = "glu",
@@ -253,7 +253,7 @@ M.register {
     if ctx.hints.matmul == "gemm" then return end
     if decode_sized(ctx) == false then
       local w = g.op == "linear" and g.inputs[2]
-      if not (w and lower.glu_gemm_ok(ctx.dev, ctx.env, w.dtype, w.shape[2])) then return end
+      if not (w and lower.cm_prefill_ok(ctx.dev, ctx.env, w.dtype, w.shape[2])) then return end
     end
     if not (plain_linear(g, ctx) and plain_linear(u, ctx)) then return end
     if #g.inputs ~= 2 or #u.inputs ~= 2 or g.inputs[1] ~= u.inputs[1] then return end
@@ -269,10 +269,18 @@ M.register {
 -- -> one GEMV pass writing each output (fused/gemv_multi.comp). The first linear becomes the fused node;
 -- the others keep their memory and readers as fused_output nodes it writes. All must share the weight
 -- type and either all have a bias or none.
+-- Prefill-sized passes too where gemm_cm takes them as one grid over the concatenated columns (DP_MULTI:
+-- lower.cm_prefill_ok, no biases, every output but the last a multiple of 128 columns, so that no column
+-- tile straddles two weights): on the H100 that merged the small k / v GEMMs into q's (docs/BENCHMARKS.md).
 M.register {
   name = "qkv", op = "linear",
   apply = function(n, ctx)
-    if ctx.hints.matmul == "gemm" or decode_sized(ctx) == false or not plain_linear(n, ctx) then return end
+    if ctx.hints.matmul == "gemm" or not plain_linear(n, ctx) then return end
+    local prefill = decode_sized(ctx) == false
+    local w0 = n.inputs[2]
+    if prefill and not (#n.inputs == 2 and lower.cm_prefill_ok(ctx.dev, ctx.env, w0.dtype, w0.shape[2])) then
+      return
+    end
     local x = n.inputs[1]
     local group = { n }
     for _, r in ipairs(ctx.consumers(x)) do
@@ -283,6 +291,11 @@ M.register {
       end
     end
     if #group < 2 then return end
+    if prefill then
+      for i = 1, #group - 1 do
+        if group[i].inputs[2].shape[1] % 128 ~= 0 then return end
+      end
+    end
     local outs, ws, bs = {}, {}, (#n.inputs == 3) and {} or nil
     local inputs = { x }
     for i, l in ipairs(group) do

@@ -68,7 +68,7 @@ M.known.gemv_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
 M.known.gemv_q_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
                         doc = "quantised GEMV (matmul/gemv_q.comp, DP_GLU included): 32-value units whose loads each thread issues before their arithmetic (0: 1); same sums for every value" }
 M.known.gemm_cm_bk = { kind = "int", choices = { 0, 32, 64, 128 }, default = 0,
-                        doc = "gemm_cm: K slice staged per step (0: 64 where its shared memory fits the device, else 32)" }
+                        doc = "gemm_cm: K slice staged per step (0: 64 where its shared memory fits the device, else 32; 32 where K > 4096)" }
 M.known.gemm_cm_splits = { kind = "int", choices = { 0, 1, 2, 4, 8, 16 }, default = 0,
                         doc = "gemm_cm: parts K is split into, each its own workgroup, summed by the last (0: auto, doubling while the grid has < 128 workgroups and each part keeps >= 3 K slices, or a part has > 32 slices; 1: off)" }
 M.known.attention_prefill_lanes = { kind = "int", choices = { 0, 1, 2, 4, 8, 16, 32, 64 }, default = 0,

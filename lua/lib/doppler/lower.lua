@@ -150,7 +150,8 @@ function M.context(dev, plan, env)
   -- "name@NxK" (a pipeline of its own per shape), so that --profile and the bench scripts split a
   -- kernel's GPU time by the shapes it runs at (which GEMV or GEMM costs what).
   local function by_shape(kernel, push)
-    local n = push.N or (push.N0 and push.N0 + (push.N1 or 0) + (push.N2 or 0))
+    local n = push.N and push.N + (push.N1 or 0) + (push.N2 or 0)
+              or (push.N0 and push.N0 + (push.N1 or 0) + (push.N2 or 0))
     local d = ctx.kernel_desc[kernel]
     if not (n and push.K and d) then return kernel end
     local label = ("%s@%dx%d"):format(d.file:match("([^/]+)%.comp$") or d.file, n, push.K)
@@ -378,12 +379,14 @@ end
 local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   local glu = push.wu ~= nil   -- DP_GLU: a second weight slice per step, a second staging tile, no split
+  local multi = push.N1 ~= nil  -- DP_MULTI: N is the columns of all weights; each column tile reads one
   local tile = hints.gemm_cm_tile or "auto"
   if tile == "auto" then   -- 128 x 128 where it still gives one workgroup per SM or so, else 64 x 64
     tile = ceil_div(N, 128) * ceil_div(T, 128) >= 128 and "128x128" or "64x64"
   end
   local bm, bn = tile:match("(%d+)x(%d+)")
   bm, bn = tonumber(bm), tonumber(bn)
+  if multi and (push.N % bn ~= 0 or push.N1 % bn ~= 0) then return false end
   local warp = CM_WARP[tile] or { 32, 32 }
   local sgm, sgn = bm // warp[1], bn // warp[2]
   local cm = ctx.cm
@@ -394,6 +397,9 @@ local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   local bk = hints.gemm_cm_bk or 0
   if bk == 0 then   -- auto: 64 where it fits (on the H100, 512-token prefill: 15.6 ms against 17.9 at 128, 24.7 at 32)
     bk = shared(64) <= limit and 64 or 32
+    -- but 32 for long K loops (then split in twice the parts): on the H100 Gemma 3 1B's down projection
+    -- (K = 6912) took 3.70 ms per 512-token prefill against 4.09 at 64, while K = 1024 / 1152 lost at 32
+    if K > 4096 then bk = 32 end
   end
   if shared(bk) > limit then
     Graph.fail("hints gemm_cm_tile=%s gemm_cm_bk=%d need %d bytes of shared memory; the device has %d",
@@ -425,6 +431,7 @@ local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   local k = ctx.kernel("matmul/gemm_cm.comp", ctx.defines(defs),
                        { WG = 32 * sgm * sgn, BM = bm, BN = bn, BK = bk, SGM = sgm, SGN = sgn })
   ctx.dispatch(k, gx, gy, splits, push)
+  return true
 end
 
 -- y = x · Wᵀ (+ b) into node y. Float weights use the GEMV kernel at every T (W streamed once per 4 tokens:
@@ -822,10 +829,10 @@ local function gemv_multi(ctx, defs, rows_total, T, push)
   ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
 end
 
--- Can a prefill-sized glu_linear (T > 4) of weights of `dtype` with rows of K run on gemm_cm with DP_GLU?
--- The gate_up fusion asks (fusions.lua) before it fuses a prefill pass: elsewhere the unfused linears and
--- glu are faster than the GEMV scheme at T > 4. dev, env: as plan.compile's.
-function M.glu_gemm_ok(dev, env, dtype, K)
+-- Can a prefill-sized fused projection (T > 4: glu_linear, qkv_linear) of weights of `dtype` with rows of K
+-- run on gemm_cm (DP_GLU, DP_MULTI)? The gate_up and qkv fusions ask (fusions.lua) before they fuse a prefill
+-- pass: elsewhere the unfused linears are faster than the GEMV scheme at T > 4. dev, env: as plan.compile's.
+function M.cm_prefill_ok(dev, env, dtype, K)
   if not dev then return false end
   local ctx = { dev = dev, env = env }
   local hints = env.hints and env.hints.values or {}
@@ -890,7 +897,20 @@ R.qkv_linear = function(ctx, n)
   -- dependency level all the same), or biases of another type than the f16 copies: one linear each.
   local bias_mismatch = false
   for _, b in ipairs(bs or {}) do bias_mismatch = bias_mismatch or b.etype ~= wtype end
-  if qdef or bias_mismatch then
+  if T > 4 and not bs and not gemm_cm_refusal(ctx, qdef, wtype, x, K, nil) and (hints.matmul or "auto") ~= "gemv" then
+    -- prefill: one gemm_cm over the concatenated columns (DP_MULTI), where the column tiles divide N and N1
+    local N = {}
+    for i, o in ipairs(outs) do N[i] = o.bshape[#o.bshape] end
+    local last = outs[3] and 3 or 2
+    local push = { x = ctx.t(x), T = T, K = K, x_stride = x.row_stride or 0, y_stride = 0,
+                   w = wts[1], y = ctx.t(outs[1]), N = N[1], w1 = wts[2], y1 = ctx.t(outs[2]), N1 = N[2],
+                   w2 = wts[last], y2 = ctx.t(outs[last]), N2 = outs[3] and N[3] or 0 }
+    if emit_gemm_cm(ctx, { ctx.weight_define(wtype, ws[1].attrs.name), "DP_MULTI" }, nil, T,
+                    N[1] + N[2] + (outs[3] and N[3] or 0), K, push) then
+      return
+    end
+  end
+  if qdef or bias_mismatch or T > 4 then
     for i, o in ipairs(outs) do emit_linear(ctx, x, ws[i], bs and bs[i], o) end
     return
   end
