@@ -386,7 +386,8 @@ local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   end
   local bm, bn = tile:match("(%d+)x(%d+)")
   bm, bn = tonumber(bm), tonumber(bn)
-  if multi and (push.N % bn ~= 0 or push.N1 % bn ~= 0) then return false end
+  -- (the last weight's columns need not fill whole tiles)
+  if multi and (push.N % bn ~= 0 or (push.N2 > 0 and push.N1 % bn ~= 0)) then return false end
   local warp = CM_WARP[tile] or { 32, 32 }
   local sgm, sgn = bm // warp[1], bn // warp[2]
   local cm = ctx.cm
