@@ -225,6 +225,7 @@ if caps.coopmat_nv then
   for _, c in ipairs {
     { 37, 200, 1152, "gelu_tanh" }, { 130, 72, 264, "silu" }, { 512, 136, 96, "gelu_tanh", "64x64", 64 },
     { 9, 300, 40, "silu", "128x64" }, { 70, 64, 128, "gelu_tanh", "32x32", 128 },
+    { 1024, 2048, 16, "silu", nil, 64 },   -- a K slice of 64 the auto 128 x 128 tile cannot hold: 64 x 64 instead
   } do
     local T, N, K, act, tile, bk = table.unpack(c)
     check.case(("gemm_cm DP_GLU %s T=%d N=%d K=%d tile=%s bk=%s"):format(act, T, N, K, tile or "auto", tostring(bk or "auto")), function()

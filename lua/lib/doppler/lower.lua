@@ -381,18 +381,22 @@ local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
   local glu = push.wu ~= nil   -- DP_GLU: a second weight slice per step, a second staging tile, no split
   local multi = push.N1 ~= nil  -- DP_MULTI: N is the columns of all weights; each column tile reads one
   local tile = hints.gemm_cm_tile or "auto"
-  if tile == "auto" then   -- 128 x 128 where it still gives one workgroup per SM or so, else 64 x 64
+  local auto_tile = tile == "auto"
+  if auto_tile then   -- 128 x 128 where it still gives one workgroup per SM or so, else 64 x 64
     tile = ceil_div(N, 128) * ceil_div(T, 128) >= 128 and "128x128" or "64x64"
   end
-  local bm, bn = tile:match("(%d+)x(%d+)")
-  bm, bn = tonumber(bm), tonumber(bn)
-  -- (the last weight's columns need not fill whole tiles)
-  if multi and (push.N % bn ~= 0 or (push.N2 > 0 and push.N1 % bn ~= 0)) then return false end
-  local warp = CM_WARP[tile] or { 32, 32 }
-  local sgm, sgn = bm // warp[1], bn // warp[2]
   local cm = ctx.cm
-  -- shared memory (gemm_cm.comp's header): the x and W slices, padded, and one staging tile per subgroup
   local nw = glu and 2 or 1
+  local bm, bn, sgm, sgn
+  local function set_tile(t)
+    tile = t
+    bm, bn = t:match("(%d+)x(%d+)")
+    bm, bn = tonumber(bm), tonumber(bn)
+    local warp = CM_WARP[t] or { 32, 32 }
+    sgm, sgn = bm // warp[1], bn // warp[2]
+  end
+  set_tile(tile)
+  -- shared memory (gemm_cm.comp's header): the x and W slices, padded, and one staging tile per subgroup
   local function shared(k) return 2 * (bm + nw * bn) * (k + 8) + 4 * nw * sgm * sgn * cm[1] * cm[2] end
   local limit = ctx.dev:caps().max_shared_memory
   local bk = hints.gemm_cm_bk or 0
@@ -401,7 +405,11 @@ local function emit_gemm_cm(ctx, defs, b, T, N, K, push)
     -- but 32 for long K loops (then split in twice the parts): on the H100 Gemma 3 1B's down projection
     -- (K = 6912) took 3.70 ms per 512-token prefill against 4.09 at 64, while K = 1024 / 1152 lost at 32
     if K > 4096 then bk = 32 end
+  elseif auto_tile and shared(bk) > limit then
+    set_tile("64x64")   -- a K slice the user chose that the auto tile cannot hold (DP_GLU's 128 x 128)
   end
+  -- (the last weight's columns need not fill whole tiles)
+  if multi and (push.N % bn ~= 0 or (push.N2 > 0 and push.N1 % bn ~= 0)) then return false end
   if shared(bk) > limit then
     Graph.fail("hints gemm_cm_tile=%s gemm_cm_bk=%d need %d bytes of shared memory; the device has %d",
                tile, bk, shared(bk), limit)
