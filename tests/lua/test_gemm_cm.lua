@@ -17,6 +17,23 @@ local hints = require "doppler.hints"
 local dev = doppler.device()
 local caps = dev:caps()
 
+-- Compiles graph g for T tokens of input x with the gemm_cm hints of opts (matmul, tile, bk, splits; unset:
+-- auto) and runs it opts.runs times (a replay checks that split-K counters reset). Returns the plan and the
+-- names of the kernels it dispatched.
+local function compile_run(g, T, weights, xt, opts)
+  local h = hints.new()
+  h:set("matmul", opts.matmul or "auto", "test")
+  h:set("gemm_cm_tile", opts.tile or "auto", "test")
+  h:set("gemm_cm_bk", opts.bk or 0, "test")
+  h:set("gemm_cm_splits", opts.splits or 0, "test")
+  local p = plan.compile(dev, g, { T = T, act = "f16", kv = "f16", hints = h, weights = weights,
+                                   inputs = { x = xt }, states = {}, constants = function() end })
+  for _ = 1, opts.runs or 1 do p:run() end
+  local names = {}
+  for i, k in ipairs(p.kernel_log) do names[i] = k:name() end
+  return p, names
+end
+
 -- One linear y = x · Wᵀ (+ b) of T tokens; opts: bias = dtype, out = "f32", stride = x row stride (>= K),
 -- matmul / tile / bk hints. Returns the output values, the expected ones and the kernel names.
 local function run(T, N, K, opts)
@@ -40,17 +57,8 @@ local function run(T, N, K, opts)
     weights.b = dev:tensor { dtype = opts.bias, shape = { N } }
     weights.b:upload(bv)
   end
-  local h = hints.new()
-  h:set("matmul", opts.matmul or "auto", "test")
-  h:set("gemm_cm_tile", opts.tile or "auto", "test")
-  h:set("gemm_cm_bk", opts.bk or 0, "test")
-  h:set("gemm_cm_splits", opts.splits or 0, "test")
-  local p = plan.compile(dev, g, { T = T, act = "f16", kv = "f16", hints = h, weights = weights,
-                                   inputs = { x = xt }, states = {}, constants = function() end })
-  -- replayed: a split-K tile's counter must be back at zero for the second run to merge correctly
-  for _ = 1, opts.runs or 1 do p:run() end
-  local names = {}
-  for i, k in ipairs(p.kernel_log) do names[i] = k:name() end
+  -- replayed (opts.runs): a split-K tile's counter must be back at zero for the second run to merge correctly
+  local p, names = compile_run(g, T, weights, xt, opts)
   local y = p:output("y"):download()
   local want = {}
   for t = 0, T - 1 do
@@ -82,14 +90,7 @@ local function run_glu(T, N, K, act, opts)
   local xt = dev:tensor { dtype = "f16", shape = { T, K } }; xt:upload(xv)
   local gt = dev:tensor { dtype = "f16", shape = { N, K } }; gt:upload(gv)
   local ut = dev:tensor { dtype = "f16", shape = { N, K } }; ut:upload(uv)
-  local h = hints.new()
-  h:set("gemm_cm_tile", opts.tile or "auto", "test")
-  h:set("gemm_cm_bk", opts.bk or 0, "test")
-  local p = plan.compile(dev, g, { T = T, act = "f16", kv = "f16", hints = h, weights = { wg = gt, wu = ut },
-                                   inputs = { x = xt }, states = {}, constants = function() end })
-  p:run()
-  local names = {}
-  for i, k in ipairs(p.kernel_log) do names[i] = k:name() end
+  local p, names = compile_run(g, T, { wg = gt, wu = ut }, xt, opts)
   local y = p:output("y"):download()
   local want, tol, tol2 = {}, {}, {}
   for t = 0, T - 1 do
@@ -128,14 +129,7 @@ local function run_multi(T, Ns, K, opts)
     g:output("y" .. j, g:add(l, l))
   end
   local xt = dev:tensor { dtype = "f16", shape = { T, K } }; xt:upload(xv)
-  local h = hints.new()
-  h:set("gemm_cm_tile", opts.tile or "auto", "test")
-  h:set("gemm_cm_splits", opts.splits or 0, "test")
-  local p = plan.compile(dev, g, { T = T, act = "f16", kv = "f16", hints = h, weights = weights,
-                                   inputs = { x = xt }, states = {}, constants = function() end })
-  for _ = 1, opts.runs or 1 do p:run() end
-  local names = {}
-  for i, k in ipairs(p.kernel_log) do names[i] = k:name() end
+  local p, names = compile_run(g, T, weights, xt, opts)
   local ys, wants = {}, {}
   for j, N in ipairs(Ns) do
     ys[j] = p:output("y" .. j):download()
