@@ -23,9 +23,10 @@
 // Why UK rows per round: a round's loads are all issued before any is used, so a cluster waits for memory
 // once per UK keys; at decode sizes the kernel is bound by that latency (~1 us per round on the H100), not
 // by the bytes (~0.1 MB per layer at a few hundred keys).
-// Why the merge reads every partial in parallel: the last workgroup's merge is on the critical path of the
-// layer; it loads all (m, l) pairs of its heads at once into shared memory, derives each chunk's weight
-// there, and then each output element sums its nc partials with independent loads.
+// Why the merge loads everything at once: the last workgroup's merge is on the critical path of the layer;
+// it issues the loads of every (m, l) pair of its heads (to shared memory) and of its output elements'
+// partials of up to MB chunks (to registers) together, derives each chunk's weight in shared memory, and
+// sums each output element's partials in chunk order (more than MB chunks: MB further loads at a time).
 // Variants (lower.lua picks them per head_dim, hints attention_lanes / attention_wg / attention_unroll
 // override): LK, WG and UK.
 // Dispatch: (n_kv_heads, n_chunks, n_tokens).
@@ -162,6 +163,8 @@ const uint NCL = WG / LK;     // clusters per workgroup
 const float NEG = -3.0e38;    // "no key yet": exp(NEG - s) = 0 for any finite score
 
 const uint MAX_CHUNKS = 64u;  // lower.lua caps n_chunks here: the merge keeps every chunk's (m, l) in shared memory
+const uint MB = 16u;          // chunks whose partials the merge loads in one batch
+const uint EPT = (G * D + WG - 1u) / WG;   // output elements per invocation in the merge
 
 // One shared array, used twice: first the clusters' partial outputs red_o [NCL][D], then (after the last
 // barrier of that merge) the chunk merge's mg_w [G][MAX_CHUNKS] (each chunk's m, then its weight
@@ -486,7 +489,17 @@ void main()
     barrier();
     if (!last_s) return;
     memoryBarrierBuffer();
-    // every (head, chunk) pair's m and l at once
+    // One round trip for what the merge reads: this invocation's output elements' partials of the first MB
+    // chunks go to registers and every (head, chunk) pair's m and l to shared memory, all loads issued
+    // together. The partials do not depend on the weights; loaded after them (four chunks per round trip)
+    // they cost more round trips on the layer's critical path (docs/BENCHMARKS.md 13e). Addresses past the
+    // end are clamped to valid ones and their values never used.
+    float po[EPT * MB];
+    [[unroll]] for (uint e = 0u; e < EPT; e++) {
+        uint i = min(tid + e * WG, G * D - 1u);
+        uint base = (t * N_Q_HEADS + hk * G + i / D) * N_CHUNKS;
+        [[unroll]] for (uint x = 0u; x < MB; x++) po[e * MB + x] = p.part_o.v[(base + min(x, nc - 1u)) * D + i % D];
+    }
     for (uint i = tid; i < G * nc; i += WG) {
         uint g = i / nc, x = i % nc;
         uint slot = (t * N_Q_HEADS + hk * G + g) * N_CHUNKS + x;
@@ -507,22 +520,22 @@ void main()
         mg_inv(g) = 1.0 / L;
     }
     barrier();
-    // each output element: its nc partials, four independent loads at a time
-    for (uint i = tid; i < G * D; i += WG) {
+    // each output element: its nc weighted partials summed in chunk order (past MB chunks, MB loads at a time)
+    [[unroll]] for (uint e = 0u; e < EPT; e++) {
+        uint i = tid + e * WG;
+        if (i >= G * D) break;
         uint g = i / D, d = i % D;
         uint head = t * N_Q_HEADS + hk * G + g;
         uint base = head * N_CHUNKS;
         float acc = 0.0;
-        uint x = 0u;
-        for (; x + 4u <= nc; x += 4u) {
-            float o0 = p.part_o.v[(base + x) * D + d], o1 = p.part_o.v[(base + x + 1u) * D + d];
-            float o2 = p.part_o.v[(base + x + 2u) * D + d], o3 = p.part_o.v[(base + x + 3u) * D + d];
-            acc += mg_w(g * MAX_CHUNKS + x) * o0;
-            acc += mg_w(g * MAX_CHUNKS + x + 1u) * o1;
-            acc += mg_w(g * MAX_CHUNKS + x + 2u) * o2;
-            acc += mg_w(g * MAX_CHUNKS + x + 3u) * o3;
+        [[unroll]] for (uint x = 0u; x < MB; x++)
+            if (x < nc) acc += mg_w(g * MAX_CHUNKS + x) * po[e * MB + x];
+        for (uint x0 = MB; x0 < nc; x0 += MB) {
+            float q[MB];
+            [[unroll]] for (uint x = 0u; x < MB; x++) q[x] = p.part_o.v[(base + min(x0 + x, nc - 1u)) * D + d];
+            [[unroll]] for (uint x = 0u; x < MB; x++)
+                if (x0 + x < nc) acc += mg_w(g * MAX_CHUNKS + x0 + x) * q[x];
         }
-        for (; x < nc; x++) acc += mg_w(g * MAX_CHUNKS + x) * p.part_o.v[(base + x) * D + d];
         act_store(p.o, head * D + d, acc * mg_inv(g));
     }
 }

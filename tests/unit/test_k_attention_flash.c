@@ -360,6 +360,8 @@ static const flash_case CASES[] = {
     /* Llama 3.2 1B head: D 64, ratio 4, global, 70 keys: many chunks and many prefill tiles */
     {8, 2, 64, 0, 80, 70, 0.0f, false, false, false, false, 16, 2, 16, {40, 1, 29}},
     {8, 2, 64, 0, 80, 70, 0.0f, true, true, true, false, 5, 8, 32, {40, 1, 29}},
+    /* up to 24 chunks with keys: the decode merge sums more partials than it loads in its first batch (16) */
+    {8, 2, 64, 0, 80, 70, 0.0f, false, true, false, false, 32, 2, 16, {40, 1, 29}},
     /* D 128 (Llama 8B / Qwen), ratio 2, sliding W 12 in a ring of 16, f32 KV, unaligned */
     {4, 2, 128, 12, 16, 40, 0.0f, false, false, false, true, 6, 2, 8, {20, 2, 3, 15}},
     /* sliding with a ring larger than the window (cap 9, W 5), softcap, one chunk for everything */
