@@ -35,7 +35,8 @@ void dp_device_print_caps(FILE *f, const dp_device_caps *c)
     subgroup_ops(f, c->subgroup_ops, " ", "");
     fprintf(f, "\n  arithmetic: fp16 %s  bf16 %s  int8 %s  int16 %s  int64 %s  int dot %s  coopmat %s\n",
             c->fp16 ? "yes" : "no", c->bf16 ? "yes" : "no", c->int8 ? "yes" : "no", c->int16 ? "yes" : "no",
-            c->int64 ? "yes" : "no", c->integer_dot ? "yes" : "no", c->coopmat ? "yes" : "no");
+            c->int64 ? "yes" : "no", c->integer_dot_fast ? "yes (accelerated)" : c->integer_dot ? "yes" : "no",
+            c->coopmat ? "yes" : "no");
     if (c->coopmat_nv)
         fprintf(f, "  cooperative matrix (NV, used by gemm_cm): f16 x f16 -> f32, %ux%ux%u per subgroup\n",
                 c->coopmat_m, c->coopmat_n, c->coopmat_k);
@@ -81,10 +82,11 @@ void dp_device_print_caps_json(FILE *f, const dp_device_caps *c)
             c->compute_full_subgroups ? "true" : "false");
     subgroup_ops(f, c->subgroup_ops, ", ", "\"");
     fprintf(f, "], \"fp16\": %s, \"bf16\": %s, \"int8\": %s, \"int16\": %s, \"int64\": %s, \"storage8\": %s, "
-            "\"storage16\": %s, \"integer_dot\": %s, \"coopmat\": %s, \"buffer_device_address\": %s, ",
+            "\"storage16\": %s, \"integer_dot\": %s, \"integer_dot_fast\": %s, \"coopmat\": %s, \"buffer_device_address\": %s, ",
             c->fp16 ? "true" : "false", c->bf16 ? "true" : "false", c->int8 ? "true" : "false",
             c->int16 ? "true" : "false", c->int64 ? "true" : "false", c->storage8 ? "true" : "false",
-            c->storage16 ? "true" : "false", c->integer_dot ? "true" : "false", c->coopmat ? "true" : "false",
+            c->storage16 ? "true" : "false", c->integer_dot ? "true" : "false",
+            c->integer_dot_fast ? "true" : "false", c->coopmat ? "true" : "false",
             c->buffer_device_address ? "true" : "false");
     fprintf(f, "\"coopmat_nv\": %s, \"coopmat_shape\": [%u, %u, %u], ", c->coopmat_nv ? "true" : "false",
             c->coopmat_m, c->coopmat_n, c->coopmat_k);

@@ -23,7 +23,6 @@
 #define EXT_COOPMAT_KHR "VK_KHR_cooperative_matrix"
 #define EXT_COOPMAT_NV "VK_NV_cooperative_matrix"
 #define EXT_BF16 "VK_KHR_shader_bfloat16"
-#define EXT_INT_DOT "VK_KHR_shader_integer_dot_product"
 #define EXT_SUBGROUP_SIZE "VK_EXT_subgroup_size_control"
 
 void dp_device_opts_default(dp_device_opts *opts)
@@ -269,11 +268,13 @@ static void read_caps(VkInstance inst, VkPhysicalDevice pd, uint32_t index, dp_d
     VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
     VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
     VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceShaderIntegerDotProductProperties idp = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
     sg.pNext = &drv;
     drv.pNext = &m3;
     p2.pNext = &sg;
-    if (v13) { m3.pNext = &m4; m4.pNext = &sgc; }
+    if (v13) { m3.pNext = &m4; m4.pNext = &sgc; sgc.pNext = &idp; }
     else if (sg_ext) m3.pNext = &sgc;
     vkGetPhysicalDeviceProperties2(pd, &p2);
 
@@ -313,7 +314,10 @@ static void read_caps(VkInstance inst, VkPhysicalDevice pd, uint32_t index, dp_d
     c->int64 = f2.features.shaderInt64;
     c->storage8 = f12.storageBuffer8BitAccess;
     c->storage16 = f11.storageBuffer16BitAccess;
-    c->integer_dot = (v13 && f13.shaderIntegerDotProduct) || has_ext(ext, ne, EXT_INT_DOT);
+    /* Only through Vulkan 1.3, whose feature create_device switches on (gemv_q's DP_XQ8 needs it). */
+    c->integer_dot = v13 && f13.shaderIntegerDotProduct;
+    c->integer_dot_fast = c->integer_dot && idp.integerDotProduct4x8BitPackedSignedAccelerated &&
+                          idp.integerDotProduct4x8BitPackedMixedSignednessAccelerated;
     c->coopmat = has_ext(ext, ne, EXT_COOPMAT_KHR);
     uint32_t cm[3] = {0, 0, 0};
     c->coopmat_nv = has_ext(ext, ne, EXT_COOPMAT_NV) && f12.shaderFloat16 && f11.storageBuffer16BitAccess &&
@@ -422,7 +426,6 @@ static uint32_t device_extensions(VkPhysicalDevice pd, const char **names, bool 
     VkPhysicalDeviceProperties p;
     vkGetPhysicalDeviceProperties(pd, &p);
     if (p.apiVersion < VK_API_VERSION_1_3 && has_ext(ext, ne, EXT_SUBGROUP_SIZE)) names[k++] = EXT_SUBGROUP_SIZE;
-    if (p.apiVersion < VK_API_VERSION_1_3 && has_ext(ext, ne, EXT_INT_DOT)) names[k++] = EXT_INT_DOT;
     if (coopmat_nv) names[k++] = EXT_COOPMAT_NV;
     free(ext);
     return k;

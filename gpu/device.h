@@ -51,7 +51,8 @@ typedef struct dp_device_caps {
     bool     bf16;                  /* VK_KHR_shader_bfloat16 present (arithmetic on bf16) */
     bool     int8, int16, int64;    /* shaderInt8 / shaderInt16 / shaderInt64 */
     bool     storage8, storage16;   /* storageBuffer8BitAccess / storageBuffer16BitAccess */
-    bool     integer_dot;           /* VK_KHR_shader_integer_dot_product */
+    bool     integer_dot;           /* shaderIntegerDotProduct (Vulkan 1.3), switched on */
+    bool     integer_dot_fast;      /* ... with packed 4 x 8-bit signed and mixed-sign dot products accelerated */
     bool     coopmat;               /* VK_KHR_cooperative_matrix present */
     /* VK_NV_cooperative_matrix with a subgroup-scope f16 x f16 -> f32 shape (M x N x K below): what
     ** matmul/gemm_cm.comp needs. Debian 12's headers and glslang predate the KHR extension, so the NV one

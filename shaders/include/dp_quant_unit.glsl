@@ -19,6 +19,8 @@
 // c = S (v - 1) + C0 gives a * sum(c x) + b * sum(x) = (a S) sum(v x) + (b + a (C0 - S)) sum(x), so dqu_load
 // returns a' = a S and b' = b + a (C0 - S) (C0 = -128 for Q8_0's signed bytes, else 0). The cancellation
 // between the two terms costs about log2(S / mean c) ~ 1-2 bits of the f32 sum.
+// With DQU_RAW_SCALES defined before the include, dqu_load keeps the unit's scales unfolded (value = a * code +
+// b, codes as stored): the integer dot products of dp_quant_x8.glsl (dqu_dot8) use them.
 //   dqu_cluster_sum(v, cw)            sum over cw consecutive lanes (a power of two <= the subgroup size) by
 //                                     shuffles, every lane getting the same value; the two kernels' reduction
 // Unit layouts (core/quant.c is the reference; MODEL_REFERENCE §4):
@@ -163,7 +165,9 @@ dq_unit dqu_load(dq_blk blk, uint u)
     r.a = vec2(d * float(s0), d * float(s1));
     r.b = -32.0 * r.a;
 #endif
+#ifndef DQU_RAW_SCALES
     dqu_fold(r);
+#endif
     return r;
 }
 

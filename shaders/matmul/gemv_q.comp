@@ -45,8 +45,14 @@
 //         by about UN * (12 * NW + 4 * TT * 2 * XQ16) (XQ16 = 2 uvec4 per 16 f16 values, 4 per 16 f32).
 //         Unaligned x (element loads) is read when used, as with UN = 1.
 //   Shared memory: 4 * TT * WG bytes (x2 with DP_GLU).
+//   XK    DP_XQ8 only: the longest K staged, K rounded up to 16 (the staging: (16 * planes + 16) * TT * XK / 16
+//         bytes)
 // Defines: the weight type DP_Q_* and its layout DP_LAYOUT_COL | DP_LAYOUT_FLAT (dp_quant.glsl; none: row_wise),
-//   DP_ACT_F16, DP_OUT_F32, DP_BIAS, DP_GLU.
+//   DP_ACT_F16, DP_OUT_F32, DP_BIAS, DP_GLU, DP_XQ8 (with DP_XQ8_PLANES 1 or 2).
+// DP_XQ8: x quantised to int8 per 16 values by each workgroup into shared memory, and each half's dot
+//   product taken on the integer dot-product units (dp_quant_x8.glsl; the device needs integer_dot). The
+//   result is then W · x8 with x8 within d / 2 of x per group (d = max |x| / 127 of the group), or with
+//   two planes within d / 508, not W · x; UN sums alike for every value here too.
 // [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
 // arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
 #extension GL_EXT_control_flow_attributes : require
@@ -54,7 +60,13 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "dp_types.glsl"
 #include "dp_quant.glsl"
+#ifdef DP_XQ8
+#define DQU_RAW_SCALES
+#endif
 #include "dp_quant_unit.glsl"
+#ifdef DP_XQ8
+#include "dp_quant_x8.glsl"
+#endif
 #include "dp_act.glsl"
 
 #ifdef DP_GLU
@@ -68,6 +80,7 @@ layout(constant_id = 0) const uint WG   = 128;
 layout(constant_id = 1) const uint ROWS = 4;
 layout(constant_id = 2) const uint TT   = 1;
 layout(constant_id = 3) const uint UN   = 1;
+layout(constant_id = 4) const uint XK   = 16;  // DP_XQ8: the longest K staged (>= p.K, a multiple of 16)
 
 layout(push_constant) uniform Push {
     ACT_In  x;
@@ -91,8 +104,18 @@ layout(push_constant) uniform Push {
 } p;
 
 const uint TPR = WG / ROWS;              // threads per row
+#ifdef DP_GLU
+#define WU_ADDR p.wu
+#else
+#define WU_ADDR p.w
+#endif
 
 shared float red[NW * TT * WG];          // [NW * TT][WG / cluster]: one partial sum per cluster, token, weight
+
+#ifdef DP_XQ8
+const uint XG = XK / 16u;                // 16-value groups of x per token
+shared x8group x8s[TT * XG];             // [t][g] (dp_quant_x8.glsl)
+#endif
 
 // 16 values of x as loaded by 16-byte loads (x_fetch16), unpacked when used (x_unpack16): the UN units in
 // flight hold XQ16 uvec4 per half and token.
@@ -136,6 +159,26 @@ void x16_elements(uint64_t xrow, uint k0, out float v[16])
     [[unroll]] for (uint i = 0u; i < 16u; ++i) v[i] = act_load(xr, k0 + i);
 }
 
+#ifdef DP_XQ8
+// x8s <- the workgroup's TT rows of x in 16-value groups of int8 (x8_quantise16). Every workgroup
+// quantises the rows it needs itself (a few KiB from L2) rather than a separate dispatch doing it once: a
+// dependent dispatch costs more than that on the H100 (docs/DEVICES.md). The caller issues its weight loads
+// first. (Issuing all of a thread's x loads before quantising any, an unrolled loop, measured slower on the
+// H100: down 1152 x 6912 Q4_K 48.0 -> 53.9 us, docs/BENCHMARKS.md 14a.)
+void stage_x8(uint t0, uint xs, bool vec)
+{
+    const uint G = p.K / 16u;
+    for (uint i = gl_LocalInvocationID.x; i < TT * G; i += WG) {
+        const uint t = i / G, g = i % G;
+        const uint64_t xrow = uint64_t(p.x) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(xs) * ACT_BYTES;
+        float v[16];
+        if (vec) x_unpack16(x_fetch16(xrow, 16u * g), v);
+        else     x16_elements(xrow, 16u * g, v);
+        x8s[t * XG + g] = x8_quantise16(v);
+    }
+}
+#endif
+
 void main()
 {
     const uint tid = gl_LocalInvocationID.x;
@@ -160,6 +203,48 @@ void main()
 
     const uint nb = p.w_row_blocks != 0u ? p.w_row_blocks : K / QK;   // row stride in blocks
     const uint units = (K + QK - 1u) / QK * DQU_PER_BLOCK;             // units of the blocks holding k < K
+#ifdef DP_XQ8
+    // x quantised (stage_x8): each half adds a * d * sum(code * q) + b * d * sum(q). The first UN units'
+    // loads go out before the staging and its barrier, each next batch's before the current one's
+    // arithmetic, so a thread always has a batch of weights in flight.
+    dq_unit un[UN * NW], cur[UN * NW];
+#define DP_LOAD_UNITS(V0) \
+    [[unroll]] for (uint i = 0u; i < UN; ++i) { \
+        const uint v = (V0) + i * TPR; \
+        if (v >= units) continue; \
+        un[i * NW] = dqu_load(dq_block(uint64_t(p.w), n, v / DQU_PER_BLOCK, p.N, nb), v % DQU_PER_BLOCK); \
+        if (NW > 1u) un[i * NW + NW - 1u] = dqu_load(dq_block(uint64_t(WU_ADDR), n, v / DQU_PER_BLOCK, p.N, nb), \
+                                                      v % DQU_PER_BLOCK); \
+    }
+    DP_LOAD_UNITS(lane)
+    stage_x8(t0, xs, vec);
+    barrier();
+    for (uint v0 = lane; v0 < units; v0 += UN * TPR) {
+        [[unroll]] for (uint i = 0u; i < UN * NW; ++i) cur[i] = un[i];
+        DP_LOAD_UNITS(v0 + UN * TPR)
+        [[unroll]] for (uint i = 0u; i < UN; ++i) {
+            const uint v = v0 + i * TPR;
+            if (v >= units) continue;
+            const uint b = v / DQU_PER_BLOCK, u = v % DQU_PER_BLOCK;
+            [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+                const uint k0 = b * QK + dqu_k0(u, h);
+                if (k0 >= K) continue;             // padding (--pad-k rows)
+                [[unroll]] for (uint t = 0u; t < TT; ++t) {
+                    const x8group xg = x8s[t * XG + k0 / 16u];
+                    [[unroll]] for (uint j = 0u; j < NW; ++j) {
+                        const uvec4 c = dqu_codes8(cur[i * NW + j], u, h);
+                        float dot = xg.ds.x * float(x8_dot16(c, xg.q[0]));
+#if DP_XQ8_PLANES == 2
+                        dot = fma(xg.ds.y, float(x8_dot16(c, xg.q[1])), dot);
+#endif
+                        acc[j * TT + t] = fma(cur[i * NW + j].a[h], dot, fma(cur[i * NW + j].b[h], xg.ds.z, acc[j * TT + t]));
+                    }
+                }
+            }
+        }
+    }
+#undef DP_LOAD_UNITS
+#else
     for (uint v0 = lane; v0 < units; v0 += UN * TPR) {
         // Issue the loads of UN units (weights, and x when aligned) before using any ...
         dq_unit un[UN * NW];
@@ -200,6 +285,7 @@ void main()
             }
         }
     }
+#endif
 
     // Reduce each row's TPR partial sums: shuffles within clusters of CW consecutive lanes, then shared memory.
     const uint CW = min(TPR, gl_SubgroupSize);

@@ -65,6 +65,8 @@ M.known.gemv_q_rows = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
                         doc = "quantised GEMV: rows of W per workgroup (0: 4)" }
 M.known.gemv_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
                         doc = "float GEMVs (matmul/gemv.comp, fused/gemv_multi.comp): 16-byte chunks whose loads each thread issues before their arithmetic (0: 2); same sums for every value" }
+M.known.gemv_q_x = { values = { "auto", "act", "q8", "q8x2" }, default = "auto",
+                     doc = "quantised GEMV (matmul/gemv_q.comp, DP_GLU included): activations as they are (act), or quantised per 16 values in each workgroup and multiplied on the integer dot-product units: q8 one int8 plane (within max|x|/254 per group; lossy: llama.cpp's scheme), q8x2 two (within max|x|/64516, finer than f16); auto: act (on the H100 q8 decoded faster and q8x2 slower, docs/BENCHMARKS.md 14b; doppler tune measures q8x2)" }
 M.known.gemv_q_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
                         doc = "quantised GEMV (matmul/gemv_q.comp, DP_GLU included): 32-value units whose loads each thread issues before their arithmetic (0: 1); same sums for every value" }
 M.known.gemm_cm_bk = { kind = "int", choices = { 0, 32, 64, 128 }, default = 0,

@@ -317,6 +317,35 @@ function M.gemv_params(ctx, quantised, tt)
   return wg, rows, M.gemv_unroll(ctx, false, tt)
 end
 
+-- gemv_q's activations (hint gemv_q_x): as they are ("act"), or quantised by each workgroup per 16 values
+-- and met with packed integer dot products (DP_XQ8, shaders/include/dp_quant_x8.glsl): "q8" one int8 plane
+-- (x within max|x| / 254 of each group: llama.cpp's q8_1 scheme, which moved llama-q's logits by 0.70,
+-- past the 0.5 bound of tests/lua/test_gguf_fixtures.lua), "q8x2" two planes (within max|x| / 64516: finer
+-- than f16 activations). auto: act. On the H100 (docs/BENCHMARKS.md 14b) q8 decoded Gemma 3 1B Q4_K_M
+-- faster than act (441.7 against 416.2 tok/s) and q8x2 slower (393.4): the staging of two planes in every
+-- workgroup costs more than the float arithmetic it replaces; `doppler tune` measures act against q8x2 per
+-- device. Returns the defines to add and the spec constants for `tt` tokens per workgroup of `wg`
+-- invocations and `nw` weights (2 with DP_GLU).
+local XQ_PLANES = { q8 = 1, q8x2 = 2 }
+function M.gemv_q_x(ctx, K, tt, wg, nw)
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local mode = hints.gemv_q_x or "auto"
+  local c = ctx.dev:caps()
+  local xk = ceil_div(K, 16) * 16
+  local function need(planes) return (16 * planes + 16) * tt * xk // 16 + 4 * nw * tt * wg end
+  if mode == "auto" then mode = "act" end
+  local planes = XQ_PLANES[mode]
+  if not planes then return {}, {} end
+  if not c.integer_dot then
+    Graph.fail("hint gemv_q_x=%s: %s has no integer dot products (Vulkan 1.3 shaderIntegerDotProduct)", mode, c.name)
+  end
+  if need(planes) > c.max_shared_memory then
+    Graph.fail("hint gemv_q_x=%s: K = %d with %d tokens per workgroup needs %d bytes of shared memory, %s has %d",
+               mode, K, tt, need(planes), c.name, c.max_shared_memory)
+  end
+  return { "DP_XQ8", "DP_XQ8_PLANES=" .. planes }, { XK = xk }
+end
+
 -- y = x · Wᵀ (+ b). Float weights use the GEMV kernel at every T (W streamed once per 4 tokens: on the
 -- H100 it beat the tiled GEMM for 32- and 512-token prompts, docs/BENCHMARKS.md); quantised weights use
 -- GEMV up to 4 tokens and the tiled GEMM beyond. hint matmul=gemm|gemv forces one. An output type other
@@ -487,7 +516,13 @@ local function emit_linear(ctx, x, w, b, y)
     local tt = math.min(T, 4)
     local wg, rows, un = M.gemv_params(ctx, qdef ~= nil, tt)
     local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
-    local k = ctx.kernel(file, ctx.defines(defs), { WG = wg, ROWS = rows, TT = tt, UN = un })
+    local spec = { WG = wg, ROWS = rows, TT = tt, UN = un }
+    if qdef then
+      local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wg, 1)
+      for _, d in ipairs(xdefs) do defs[#defs + 1] = d end
+      for key, v in pairs(xspec) do spec[key] = v end
+    end
+    local k = ctx.kernel(file, ctx.defines(defs), spec)
     local nb = ceil_div(N, rows)
     local gx = math.min(nb, WG_MAX_GROUPS)
     ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
@@ -885,7 +920,11 @@ R.glu_linear = function(ctx, n)
   if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", wg.attrs.name, wg.etype, K) end
   local tt = math.min(T, 4)
   local wgs, rows, un = M.gemv_params(ctx, true, tt)
-  local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines { qdef, "DP_GLU", ldef }, { WG = wgs, ROWS = rows, TT = tt, UN = un })
+  local defs, spec = { qdef, "DP_GLU", ldef }, { WG = wgs, ROWS = rows, TT = tt, UN = un }
+  local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wgs, 2)
+  for _, d in ipairs(xdefs) do defs[#defs + 1] = d end
+  for key, v in pairs(xspec) do spec[key] = v end
+  local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines(defs), spec)
   local nb = ceil_div(N, rows)
   local gx = math.min(nb, WG_MAX_GROUPS)
   ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), {

@@ -35,7 +35,8 @@ local spec = {
     { "--hint", "KEY=VALUE", "a fixed hint for every measurement (not tuned)", repeat_ = true },
     { "--dry-run", nil, "measure and print, but do not write the cache" },
   },
-  epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_q_wg, gemv_q_rows, gemv_q_unroll, q_matmul, lm_head_groups,\n" ..
+  epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_q_wg, gemv_q_rows, gemv_q_unroll, gemv_q_x, q_matmul,\n" ..
+           "lm_head_groups, " ..
            "attention_splits, attention_min_chunk, attention_unroll, decode_chunk (and q_layout for quantised models: reloads the weights).",
 }
 
@@ -52,6 +53,8 @@ local KNOBS = {
   { "gemv_q_wg", full = { 64, 128, 256, 512 }, quick = { 128, 256 }, applies = function(c) return c.quantised end },
   { "gemv_q_rows", full = { 1, 2, 4, 8 }, quick = { 4, 8 }, applies = function(c) return c.quantised end },
   { "gemv_q_unroll", full = { 1, 2, 4 }, quick = { 1, 2 }, applies = function(c) return c.quantised end },
+  -- two-plane int8 activations: as accurate as f16 ones, faster or not by device (one plane is lossy: not tuned)
+  { "gemv_q_x", full = { "act", "q8x2" }, applies = function(c) return c.quantised and c.integer_dot end },
   { "lm_head_groups", full = { 256, 1024, 4096 } },
   { "attention_splits", full = { 0, 8, 16, 32, 64 }, quick = { 0, 16 } },
   { "attention_min_chunk", full = { 0, 16, 32, 64, 128 } },
@@ -194,7 +197,7 @@ local function main(argv)
   local fixed = {}
   for _, kv in ipairs(o.hint or {}) do fixed[kv:match("^([%w_]+)=")] = true end
   h:set("tune", "off", "doppler tune")           -- measure from the built-in defaults, never an old cache
-  local c = { quantised = quantised }
+  local c = { quantised = quantised, integer_dot = caps.integer_dot }
   local plan = {}
   for _, kn in ipairs(KNOBS) do
     local cands = o.quick and kn.quick or (not o.quick and kn.full)

@@ -1,0 +1,245 @@
+-- gemv_q with int8 activations (hint gemv_q_x=q8 / q8x2, DP_XQ8: each workgroup quantises x per 16 values into
+-- shared memory, one int8 plane or two (the second holding the remainder), and takes each half-unit's dot
+-- product with packed integer dot products; shaders/include/dp_quant_x8.glsl) through plan.compile, on every
+-- quantised type, row_wise and flat layouts, 1 to 4 tokens, f16 and f32 activations, the fused gate/up pair
+-- (DP_GLU) and rows padded past K, each with one plane and with two. Two references in double precision from
+-- the weights as the kernel sees them (doppler.dequantize):
+--  (1) W · x8, x8 being x quantised as the kernel does it (d = amax / 127, q = roundEven(x * 127 / amax); the
+--      second plane q2 = roundEven((x - d q) * 127 * 254 / amax) at d / 254):
+--      |y - ref8| <= 2^-16 * sum |W x8| (f32 sums) + |y| * 2^-11 with f16 outputs, plus a step times |W_k|
+--      for a code whose product lies within 1e-3 (1e-2 for the second plane) of a rounding boundary (the
+--      GPU's division may round it the other way; such codes are rare). This pins the kernel's scales,
+--      offsets, codes and planes to the scheme: dropping the second plane, or a scale off by 2 %, fails.
+--  (2) W · x: |y - ref| <= sum |W_k| * h_g(k) * 1.002 + the same float terms, h being half a step of the
+--      group (max|x| / 254 with one plane, / 64516 with two): x8 is within half a step of x.
+-- With f32 activations the kernel's error against W · x8 must also be < 1/4 of that against W · x (the q8
+-- path ran, not the f32 one). Then: auto is act; a staging that does not fit in shared memory is refused
+-- with a message.
+package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
+local check = require "lib.check"
+local doppler = require "doppler"
+local Graph = require "doppler.graph"
+local plan = require "doppler.plan"
+local hints = require "doppler.hints"
+local lower = require "doppler.lower"
+
+local dev = doppler.device()
+local caps = dev:caps()
+local QK = { q8_0 = 32, q4_0 = 32, q4_1 = 32, q5_0 = 32, q5_1 = 32, q4_k = 256, q5_k = 256, q6_k = 256 }
+
+local function f32_bytes(v)
+  local parts = {}
+  for i = 1, #v, 256 do
+    local j = math.min(#v, i + 255)
+    parts[#parts + 1] = string.pack("<" .. ("f"):rep(j - i + 1), table.unpack(v, i, j))
+  end
+  return table.concat(parts)
+end
+
+local function f32_values(s, n)
+  local out = {}
+  for i = 1, n, 256 do
+    local j = math.min(n, i + 255)
+    local vals = { string.unpack("<" .. ("f"):rep(j - i + 1), s, 4 * i - 3) }
+    for m = 1, j - i + 1 do out[i + m - 1] = vals[m] end
+  end
+  return out
+end
+
+-- A [N, K] weight of dtype in `layout` (rows zero-padded to whole blocks, as doppler convert --pad-k
+-- stores them) and its values as the kernel decodes them, row-major [N][K].
+local function make_weight(dtype, N, K, layout, salt)
+  math.randomseed(7, salt)
+  local Ks = (K + QK[dtype] - 1) // QK[dtype] * QK[dtype]
+  local v = {}
+  for n = 0, N - 1 do
+    for k = 1, Ks do v[n * Ks + k] = k <= K and (2 * math.random() - 1) * math.sqrt(3 / K) or 0 end
+  end
+  local bytes = doppler.quantize(dtype, f32_bytes(v), Ks)
+  local d = f32_values(doppler.dequantize(dtype, bytes, N * Ks), N * Ks)
+  local seen = {}
+  for n = 0, N - 1 do table.move(d, n * Ks + 1, n * Ks + K, n * K + 1, seen) end
+  local t = dev:tensor { dtype = dtype, shape = { N, Ks } }
+  t:upload(layout == "row_wise" and bytes or doppler.quant_pack(bytes, dtype, N, Ks, layout))
+  lower.set_layout(t, layout)
+  if Ks ~= K then lower.set_padded(t, K) end
+  return t, seen
+end
+
+local function round_even(v)
+  local f = math.floor(v)
+  local r = v - f
+  if r ~= 0.5 then return r > 0.5 and f + 1 or f end
+  return f % 2 == 0 and f or f + 1
+end
+
+-- x quantised as x8_quantise16 does, with `planes` int8 planes: per value the value held and the allowance for
+-- a code the GPU may round the other way (its product lies within 1e-3 of a rounding boundary here).
+local function quantise(xv, T, K, planes)
+  local x8, flip = {}, {}
+  for t = 0, T - 1 do
+    for g = 0, K // 16 - 1 do
+      local o = t * K + 16 * g
+      local amax = 0
+      for i = 1, 16 do amax = math.max(amax, math.abs(xv[o + i])) end
+      local d, id = amax / 127, amax > 0 and 127 / amax or 0
+      for i = 1, 16 do
+        local s = xv[o + i] * id
+        local q = math.max(-127, math.min(127, round_even(s)))
+        local held, allow = d * q, math.abs(math.abs(s - math.floor(s)) - 0.5) < 1e-3 and d or 0
+        if planes == 2 then
+          local s2 = (xv[o + i] - d * q) * id * 254
+          local q2 = math.max(-127, math.min(127, round_even(s2)))
+          held = held + d / 254 * q2
+          if math.abs(math.abs(s2 - math.floor(s2)) - 0.5) < 1e-2 then allow = allow + d / 254 end
+        end
+        x8[o + i], flip[o + i] = held, allow
+      end
+    end
+  end
+  return x8, flip
+end
+
+-- Row n, token t: (W · x8, its bound) and (W · x, its bound), the float terms excluded; `half` is the
+-- half step of the quantisation, per group: max|x| / 254 (one plane) or / 64516 (two).
+local function references(w, xv, x8, flip, step, K, t, n)
+  local r8, a8, bflip, r, bhalf = 0, 0, 0, 0, 0
+  for k = 1, K do
+    local wk, i = w[n * K + k], t * K + k
+    r8, a8 = r8 + wk * x8[i], a8 + math.abs(wk * x8[i])
+    bflip = bflip + math.abs(wk) * flip[i]
+    r, bhalf = r + wk * xv[i], bhalf + math.abs(wk) * step[i] * 1.002
+  end
+  return r8, a8 * 2 ^ -16 + bflip, r, bhalf + a8 * 2 ^ -16
+end
+
+-- per value: half a step of its group's quantisation
+local function half_steps(xv, T, K, planes)
+  local out = {}
+  for o = 0, T * K - 1, 16 do
+    local amax = 0
+    for i = 1, 16 do amax = math.max(amax, math.abs(xv[o + i])) end
+    for i = 1, 16 do out[o + i] = planes == 2 and amax / 64516 or amax / 254 end
+  end
+  return out
+end
+
+local function tanh(z)
+  if z > 20 then return 1 elseif z < -20 then return -1 end
+  local e = math.exp(2 * z)
+  return (e - 1) / (e + 1)
+end
+local function gelu(v) return 0.5 * v * (1 + tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ^ 3))) end
+
+-- Runs one case; returns the largest errors against ref8 and ref (for the assertion that q8 ran).
+local function run_case(c)
+  local g = Graph.new { name = "gemv_q8" }
+  local x = g:input("x", { "T", c.K }, c.act)
+  local w1 = g:weight { name = "w1", shape = { c.N, c.K }, dtype = c.dtype }
+  if c.glu then
+    local w2 = g:weight { name = "w2", shape = { c.N, c.K }, dtype = c.dtype }
+    g:output("y", g:gelu_tanh(g:linear(x, w1)) * g:linear(x, w2))
+  else
+    g:output("y", g:linear(x, w1))
+  end
+  local t1, v1 = make_weight(c.dtype, c.N, c.K, c.layout, 1)
+  local t2, v2
+  if c.glu then t2, v2 = make_weight(c.dtype, c.N, c.K, c.layout, 2) end
+  math.randomseed(11, c.T * 1000 + c.K)
+  local xv = {}
+  for i = 1, c.T * c.K do xv[i] = doppler.round_to("f16", (2 * math.random() - 1) * (i % 7 == 0 and 4 or 1)) end
+  local xt = dev:tensor { dtype = c.act, shape = { c.T, c.K } }
+  xt:upload(xv)
+  local h = hints.new()
+  h:set("q_matmul", "fused", "test")
+  h:set("gemv_q_x", c.mode, "test")
+  local env = { T = c.T, act = c.act, kv = c.act, hints = h, weights = { w1 = t1, w2 = t2 }, inputs = { x = xt },
+                states = {}, constants = function() end }
+  local p = plan.compile(dev, g, env)
+  p:run()
+  local y = p:output("y"):download()
+
+  local planes = c.mode == "q8x2" and 2 or 1
+  local x8, flip = quantise(xv, c.T, c.K, planes)
+  local step = half_steps(xv, c.T, c.K, planes)
+  local out_ulp = c.act == "f16" and 2 ^ -11 or 2 ^ -20
+  local worst8, worst = 0, 0
+  for t = 0, c.T - 1 do
+    for n = 0, c.N - 1 do
+      local got = y[t * c.N + n + 1]
+      local want8, tol8, want, tol
+      if c.glu then
+        -- act(g) * u with each dot product's bound carried through (|act'| <= 1.13 for gelu_tanh)
+        local g8, tg8, gx, tgx = references(v1, xv, x8, flip, step, c.K, t, n)
+        local u8, tu8, ux, tux = references(v2, xv, x8, flip, step, c.K, t, n)
+        want8, tol8 = gelu(g8) * u8, 1.13 * tg8 * (math.abs(u8) + tu8) + math.abs(gelu(g8)) * tu8
+        want, tol = gelu(gx) * ux, 1.13 * tgx * (math.abs(ux) + tux) + math.abs(gelu(gx)) * tux
+      else
+        want8, tol8, want, tol = references(v1, xv, x8, flip, step, c.K, t, n)
+      end
+      local slack = math.abs(got) * out_ulp + 1e-30
+      local e8, e = math.abs(got - want8), math.abs(got - want)
+      if not (e8 <= tol8 + slack) then
+        error(("token %d row %d: %.9g against W·x8 %.9g (bound %.3g)"):format(t, n, got, want8, tol8 + slack))
+      end
+      if not (e <= tol + slack) then
+        error(("token %d row %d: %.9g against W·x %.9g (half-step bound %.3g)"):format(t, n, got, want, tol + slack))
+      end
+      worst8, worst = math.max(worst8, e8), math.max(worst, e)
+    end
+  end
+  t1:release()
+  if t2 then t2:release() end
+  xt:release()
+  return worst8, worst
+end
+
+local cases = {}
+for _, dt in ipairs { "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k" } do
+  local K = QK[dt] == 256 and 512 or 96
+  cases[#cases + 1] = { dtype = dt, N = 24, K = K, T = 1, act = "f16", layout = "row_wise" }
+  cases[#cases + 1] = { dtype = dt, N = 20, K = K, T = 3, act = "f32", layout = "row_wise" }
+end
+for _, dt in ipairs { "q8_0", "q4_k", "q6_k" } do
+  cases[#cases + 1] = { dtype = dt, N = 24, K = QK[dt] == 256 and 512 or 128, T = 2, act = "f16", layout = "flat" }
+end
+cases[#cases + 1] = { dtype = "q4_k", N = 16, K = 272, T = 1, act = "f32", layout = "row_wise" }   -- padded rows
+cases[#cases + 1] = { dtype = "q6_k", N = 16, K = 528, T = 4, act = "f32", layout = "flat" }       -- padded, 4 tokens
+cases[#cases + 1] = { dtype = "q4_0", N = 12, K = 2048, T = 4, act = "f16", layout = "row_wise" }  -- several rounds
+cases[#cases + 1] = { dtype = "q4_k", N = 24, K = 512, T = 1, act = "f16", layout = "flat", glu = true }
+cases[#cases + 1] = { dtype = "q8_0", N = 20, K = 96, T = 2, act = "f32", layout = "row_wise", glu = true }
+cases[#cases + 1] = { dtype = "q5_1", N = 20, K = 160, T = 3, act = "f16", layout = "row_wise", glu = true }
+
+local n_cases = #cases
+for i = 1, n_cases do                -- each case with one plane and with two
+  local c2 = {}
+  for k, v in pairs(cases[i]) do c2[k] = v end
+  cases[i].mode, c2.mode = "q8", "q8x2"
+  cases[#cases + 1] = c2
+end
+
+for _, c in ipairs(cases) do
+  local name = ("%s %s %s %dx%d T=%d act=%s%s"):format(c.mode, c.dtype, c.layout, c.N, c.K, c.T, c.act, c.glu and " glu" or "")
+  check.case(name .. ": within both bounds", function()
+    local e8, e = run_case(c)
+    if c.act == "f32" then
+      check.truthy(e8 < e / 4, ("error against W·x8 %.3g is not well below that against W·x %.3g: did q8 run?"):format(e8, e))
+    end
+  end)
+end
+
+check.case("auto is act (also with precision=f32); a staging that does not fit is refused with a message", function()
+  local ctx = { dev = dev, env = { act = "f16", hints = hints.new() } }
+  check.eq(#lower.gemv_q_x(ctx, 1024, 1, 128, 1), 0, "auto: x as it is")
+  local h = hints.new()
+  h:set("gemv_q_x", "q8", "test")
+  ctx.env = { act = "f32", hints = h }
+  local defs, spec = lower.gemv_q_x(ctx, 1000, 1, 128, 1)
+  check.eq(table.concat(defs, " "), "DP_XQ8 DP_XQ8_PLANES=1", "explicit q8, also with f32 activations")
+  check.eq(spec.XK, 1008, "XK: K rounded up to 16")
+  local K = (caps.max_shared_memory // 32 + 1) * 16       -- one token's staging alone exceeds shared memory
+  local ok, err = pcall(lower.gemv_q_x, ctx, K, 1, 128, 1)
+  check.truthy(not ok and tostring(err):find("shared memory", 1, true), "refused: " .. tostring(err))
+end)
+
+check.done()
