@@ -65,7 +65,7 @@ PY
     q4km) [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
           bench gemma1b-q4_k_m-fused /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused ;;
     tests)   # correctness on the H100 (subgroup 32) before any timing
-      for t in ${TESTS:-kernels gemm_cm attention_cm hints quant_linear gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling gpu_loop fusion_plugin fuse_attn lm_head_fusion}; do
+      for t in ${TESTS:-kernels gemm_cm attention_cm hints quant_linear gemv_q8 gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling gpu_loop fusion_plugin fuse_attn lm_head_fusion}; do
         timeout 300 $B tests/lua/test_$t.lua >"$OUT/t_$t.txt" 2>&1; echo "test_$t: $(tail -1 "$OUT/t_$t.txt")"
       done ;;
     sweep)   # hint sweeps, one process per combination
@@ -103,6 +103,26 @@ for l in open(sys.argv[1]):
         k = d["gpu_ms_per_kernel"]
         print(d["model"].split("/")[-1], d["hints"], "decode %.1f gpu_ms/tok %.3f gemv %.3f weights %.0f MB" % (
             d["decode_tok_s"] or 0, d["gpu_ms_per_token"], k.get("gemv", 0), d["weights_bytes"] / 1e6))
+PY
+      ;;
+    qx)  # int8 activations in gemv_q (gemv_q_x; docs/BENCHMARKS.md 14b): the GEMV shapes, then fused decode
+      [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+      timeout 250 $B recipes/bench/gemv.lua --dtype q4_k,q6_k --hint q_matmul=fused --hint q_layout=flat \
+        --sweep gemv_q_x=act,q8,q8x2 --table >"$OUT/gemv_qx.md" 2>>"$OUT/err.txt"
+      for x in act q8 q8x2; do for l in flat row_wise; do
+        timeout 100 $B recipes/bench/decode.lua --model /tmp/g1b-q4_k_m.gguf --prompt-tokens 32 --tokens 128 --runs 2 \
+          --hint q_matmul=fused --hint q_layout=$l --hint gemv_q_x=$x --label fused-$x-$l >>"$OUT/qx.jsonl" 2>>"$OUT/err.txt"
+      done; done
+      timeout 100 $B recipes/bench/decode.lua --model /tmp/g1b-q4_k_m.gguf --prompt-tokens 32 --tokens 128 --runs 2 \
+        --label default >>"$OUT/qx.jsonl" 2>>"$OUT/err.txt"
+      python3 - "$OUT/qx.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        k = d["gpu_ms_per_kernel"]
+        print(d["label"], "decode %.1f gpu_ms/tok %.3f gemv_q %.3f lm_head_q %.3f" % (
+            d["decode_tok_s"] or 0, d["gpu_ms_per_token"], k.get("gemv_q", 0), k.get("lm_head_q", 0)))
 PY
       ;;
     ab)  # A/B of two builds in one run: $OLD (another doppler binary) against build-h100, issue-7 decode shape
