@@ -35,6 +35,7 @@ local hints = require "doppler.hints"
 local Graph = require "doppler.graph"
 local plan = require "doppler.plan"
 local lower = require "doppler.lower"
+local f32 = require "doppler.f32"
 local profile = require "doppler.profile"
 local weights = require "doppler.weights"
 local lib = require "bench_lib"
@@ -128,25 +129,6 @@ end
 
 -- ---- weights ---------------------------------------------------------------------------------------------
 
-local function f32_bytes(v)
-  local parts = {}
-  for i = 1, #v, 256 do
-    local j = math.min(#v, i + 255)
-    parts[#parts + 1] = string.pack("<" .. ("f"):rep(j - i + 1), table.unpack(v, i, j))
-  end
-  return table.concat(parts)
-end
-
-local function f32_values(s, n)
-  local out = {}
-  for i = 1, n, 256 do
-    local j = math.min(n, i + 255)
-    local vals = { string.unpack("<" .. ("f"):rep(j - i + 1), s, 4 * i - 3) }
-    for m = 1, j - i + 1 do out[i + m - 1] = vals[m] end
-  end
-  return out
-end
-
 -- One weight [N, K] of dtype: the device bytes of R distinct rows (repeated to N rows when uploaded) and
 -- the values the kernel sees, as a flat list of R * K numbers (row-major).
 local function make_weight(dev, dtype, N, K, R, salt, seed)
@@ -159,8 +141,8 @@ local function make_weight(dev, dtype, N, K, R, salt, seed)
   end
   local bytes, seen
   if QK[dtype] then
-    bytes = doppler.quantize(dtype, f32_bytes(v), Ks)
-    local d = f32_values(doppler.dequantize(dtype, bytes, R * Ks), R * Ks)
+    bytes = doppler.quantize(dtype, f32.bytes(v), Ks)
+    local d = f32.values(doppler.dequantize(dtype, bytes, R * Ks), R * Ks)
     seen = {}
     for r = 0, R - 1 do table.move(d, r * Ks + 1, r * Ks + K, r * K + 1, seen) end
   else
@@ -454,9 +436,9 @@ local function main(argv)
           local h = hints.new()
           h:apply_args(o.hint)
           h:apply_args(combo)
-          local f32 = h:get("precision") == "f32"
+          local exact = h:get("precision") == "f32"
           c.act = h:get("act_dtype")
-          if c.act == "auto" then c.act = f32 and "f32" or "f16" end
+          if c.act == "auto" then c.act = exact and "f32" or "f16" end
           c.T = T
           local key = T .. c.act            -- x: seeded values, exact in the activation type
           if not xs[key] then

@@ -22,29 +22,11 @@ local Graph = require "doppler.graph"
 local plan = require "doppler.plan"
 local hints = require "doppler.hints"
 local lower = require "doppler.lower"
+local f32 = require "doppler.f32"
 
 local dev = doppler.device()
 local caps = dev:caps()
 local QK = { q8_0 = 32, q4_0 = 32, q4_1 = 32, q5_0 = 32, q5_1 = 32, q4_k = 256, q5_k = 256, q6_k = 256 }
-
-local function f32_bytes(v)
-  local parts = {}
-  for i = 1, #v, 256 do
-    local j = math.min(#v, i + 255)
-    parts[#parts + 1] = string.pack("<" .. ("f"):rep(j - i + 1), table.unpack(v, i, j))
-  end
-  return table.concat(parts)
-end
-
-local function f32_values(s, n)
-  local out = {}
-  for i = 1, n, 256 do
-    local j = math.min(n, i + 255)
-    local vals = { string.unpack("<" .. ("f"):rep(j - i + 1), s, 4 * i - 3) }
-    for m = 1, j - i + 1 do out[i + m - 1] = vals[m] end
-  end
-  return out
-end
 
 -- A [N, K] weight of dtype in `layout` (rows zero-padded to whole blocks, as doppler convert --pad-k
 -- stores them) and its values as the kernel decodes them, row-major [N][K].
@@ -55,8 +37,8 @@ local function make_weight(dtype, N, K, layout, salt)
   for n = 0, N - 1 do
     for k = 1, Ks do v[n * Ks + k] = k <= K and (2 * math.random() - 1) * math.sqrt(3 / K) or 0 end
   end
-  local bytes = doppler.quantize(dtype, f32_bytes(v), Ks)
-  local d = f32_values(doppler.dequantize(dtype, bytes, N * Ks), N * Ks)
+  local bytes = doppler.quantize(dtype, f32.bytes(v), Ks)
+  local d = f32.values(doppler.dequantize(dtype, bytes, N * Ks), N * Ks)
   local seen = {}
   for n = 0, N - 1 do table.move(d, n * Ks + 1, n * Ks + K, n * K + 1, seen) end
   local t = dev:tensor { dtype = dtype, shape = { N, Ks } }
