@@ -84,11 +84,28 @@ check.case("linear and glu, f16 / q4_k / q8_0, T = 1 and 2: one checked line per
         check.eq(r.weight_bytes, n_w * per, "weight bytes read per call")
         if r.kernel == "gemv_q" then
           check.eq(r.wg, 128, "gemv_q's default workgroup")
-          check.eq(r.rows, 4, "gemv_q's default rows")
+          check.eq(r.rows, 1, "gemv_q's default rows for 64 rows (too few for more per workgroup)")
         end
       end
     end
   end
+end)
+
+check.case("gemv_q's built-in rows per workgroup follow the matrix", function()
+  local lower = require "doppler.lower"
+  -- Gemma 3 1B: gate+up and the LM head (many rows, K = 1152) 8; down (K = 6912) and q, k, v, o 1
+  check.eq(lower.gemv_q_rows(6912, 1152, 128), 8, "gate+up 6912 x 1152")
+  check.eq(lower.gemv_q_rows(262144, 1152, 128), 8, "LM head 262144 x 1152")
+  check.eq(lower.gemv_q_rows(1152, 6912, 128), 1, "down 1152 x 6912")
+  check.eq(lower.gemv_q_rows(1024, 1152, 128), 1, "q 1024 x 1152")
+  check.eq(lower.gemv_q_rows(256, 1152, 128), 1, "k 256 x 1152")
+  -- Llama 3.2 1B: gate+up 8192 x 2048 (64 units) 4, since 8 would leave 4 units per thread; down
+  -- 2048 x 8192 (256 units) 1, since 2 would leave 4
+  check.eq(lower.gemv_q_rows(8192, 2048, 128), 4, "Llama gate+up 8192 x 2048")
+  check.eq(lower.gemv_q_rows(2048, 8192, 128), 1, "Llama down 2048 x 8192")
+  check.eq(lower.gemv_q_rows(2048, 2048, 128), 2, "Llama q, o 2048 x 2048 (4 would leave 512 workgroups)")
+  -- a workgroup of 32 over K = 4096 (128 units): no row count keeps 3 units per thread, so 1
+  check.eq(lower.gemv_q_rows(8192, 4096, 32), 1, "8192 x 4096, workgroups of 32")
 end)
 
 check.case("hints, sweeps, layouts, padded K-quant rows, f32 activations, the tiled GEMM", function()

@@ -131,6 +131,9 @@ check.case("attention_lanes / attention_wg: other variants, same logits; bad val
                "error lists the valid lanes: " .. tostring(err))
   ok, err = pcall(steps, "gemma3-tiny", { attention_lanes = "4", attention_wg = "32" })
   check.truthy(ok, "lanes 4, workgroup 32: " .. tostring(err))
+  -- a 1024-invocation workgroup whose one chunk takes every key (no merge): the same logits
+  local big = steps("gemma3-tiny", { precision = "f32", attention_wg = "1024", attention_min_chunk = 64 })
+  same_logits(auto, big, "attention_wg=1024 attention_min_chunk=64")
   ok, err = pcall(function() hints.new():set("attention_wg", "48", "test") end)
   check.truthy(not ok and tostring(err):find("valid values"), "attention_wg=48 rejected: " .. tostring(err))
   check.truthy(sg >= 1, "subgroup size")

@@ -37,7 +37,7 @@ M.known = {
   -- subgroup size cannot take is an error listing the valid ones)
   attention_lanes = { values = { "auto", "1", "2", "4", "8", "16", "32", "64", "128" }, default = "auto",
                       doc = "flash-decoding: lanes per key row (auto: min(subgroup size, head_dim / 8 with an f16 cache, / 4 with f32))" },
-  attention_wg    = { values = { "auto", "32", "64", "128", "256" }, default = "auto",
+  attention_wg    = { values = { "auto", "32", "64", "128", "256", "512", "1024" }, default = "auto",
                       doc = "flash-decoding: workgroup size, a multiple of the lanes per key row (auto: 256 where its shared memory fits, else max(128, lanes))" },
   attention_unroll = { values = { "auto", "1", "2", "4", "8" }, default = "auto",
                        doc = "flash-decoding: key rows each cluster of lanes loads at once (auto: 2)" },
@@ -62,7 +62,7 @@ M.known.gemv_rows   = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
 M.known.gemv_q_wg   = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, default = 0,
                         doc = "quantised GEMV (matmul/gemv_q.comp): workgroup size (0: 128)" }
 M.known.gemv_q_rows = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
-                        doc = "quantised GEMV: rows of W per workgroup (0: 4)" }
+                        doc = "quantised GEMV: rows of W per workgroup (0: per matrix, the most of 8, 4, 2, 1 that leaves >= 768 workgroups and <= 3 units of 32 values per thread)" }
 M.known.gemv_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
                         doc = "float GEMVs (matmul/gemv.comp, fused/gemv_multi.comp): 16-byte chunks whose loads each thread issues before their arithmetic (0: 2); same sums for every value" }
 M.known.gemv_q_x = { values = { "auto", "act", "q8", "q8x2" }, default = "auto",

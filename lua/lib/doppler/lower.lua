@@ -298,15 +298,34 @@ function M.gemv_unroll(ctx, quantised, tt)
   return math.max(1, math.min(un, 4 // (tt or 1)))
 end
 
+-- gemv_q's built-in rows per workgroup for an N x K matrix and workgroups of wg: the most rows (8, 4, 2, 1)
+-- that still leave at least Q_MIN_GROUPS workgroups and at most Q_MAX_ROUNDS units of 32 values per thread
+-- (wg / rows threads share a row). Why: a thread waits on memory once per unit; few rows per workgroup
+-- spread a small matrix over enough workgroups to keep every SM busy and a long row over more threads,
+-- while many rows give a large matrix fewer, longer-lived workgroups. On the H100 (q_matmul=fused, Q4_K_M,
+-- docs/BENCHMARKS.md 15c) no single value was best: Gemma 3 1B took 8 rows for gate+up (6912 x 1152:
+-- 0.417 ms per token against 0.488 at 4) and 1 for down (1152 x 6912: 0.261 against 0.360), while
+-- Llama 3.2 1B decoded faster with 4 for gate+up (8192 x 2048, 4 units per thread at 8) and 1 for down.
+local Q_MIN_GROUPS, Q_MAX_ROUNDS = 768, 3
+function M.gemv_q_rows(N, K, wg)
+  for _, rows in ipairs { 8, 4, 2 } do
+    if wg % rows == 0 and N // rows >= Q_MIN_GROUPS and ceil_div(ceil_div(K, 32), wg // rows) <= Q_MAX_ROUNDS then
+      return rows
+    end
+  end
+  return 1
+end
+
 -- The GEMV's workgroup size and rows per workgroup (hints gemv_wg, gemv_rows, gemv_q_wg, gemv_q_rows; 0 =
 -- the built-in choice, which `doppler tune` may replace per device), and its UN for tt tokens per workgroup
--- (M.gemv_unroll). One function, so that the fused LM head (R.lm_head) computes each row exactly as the
--- linear it replaces (it needs no UN: its loop is the UN = 1 loop, and every UN sums alike).
-function M.gemv_params(ctx, quantised, tt)
+-- (M.gemv_unroll), for an N x K matrix. One function, so that the fused LM head (R.lm_head) computes each row
+-- exactly as the linear it replaces (it needs no UN: its loop is the UN = 1 loop, and every UN sums alike).
+function M.gemv_params(ctx, quantised, tt, N, K)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   if quantised then
     local wg, rows = hints.gemv_q_wg or 0, hints.gemv_q_rows or 0
-    wg, rows = wg ~= 0 and wg or 128, rows ~= 0 and rows or 4
+    wg = wg ~= 0 and wg or 128
+    if rows == 0 then rows = M.gemv_q_rows(N, K, wg) end
     if wg % rows ~= 0 then Graph.fail("hints: gemv_q_wg=%d is not a multiple of gemv_q_rows=%d", wg, rows) end
     return wg, rows, M.gemv_unroll(ctx, true, tt)
   end
@@ -514,7 +533,7 @@ local function emit_linear(ctx, x, w, b, y)
     emit_gemm_cm(ctx, defs, b, T, N, K, push)
   elseif mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
     local tt = math.min(T, 4)
-    local wg, rows, un = M.gemv_params(ctx, qdef ~= nil, tt)
+    local wg, rows, un = M.gemv_params(ctx, qdef ~= nil, tt, N, K)
     local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
     local spec = { WG = wg, ROWS = rows, TT = tt, UN = un }
     if qdef then
@@ -619,23 +638,28 @@ local function decode_variant(ctx, D, vec, G, hints, nl)
   local wg = math.max(128, lk, nl or 1)
   if lk <= 256 and decode_shared(256, lk, D, G, nl) <= ATTN_SHARED then wg = 256 end
   local hw = hints.attention_wg or "auto"
+  local caps = ctx.dev:caps()
   if hw ~= "auto" then
     wg = math.tointeger(tonumber(hw))
-    if wg < lk or wg % lk ~= 0 then
+    if wg < lk or wg % lk ~= 0 or wg > caps.max_wg_invocations then
       local ok_wg = {}
-      for _, w in ipairs { 32, 64, 128, 256 } do if w >= lk then ok_wg[#ok_wg + 1] = w end end
-      Graph.fail("hint attention_wg=%s is not a multiple of the %d lanes per key row; valid: auto, %s",
-                 tostring(hw), lk, list(ok_wg))
+      for _, w in ipairs { 32, 64, 128, 256, 512, 1024 } do
+        if w >= lk and w <= caps.max_wg_invocations then ok_wg[#ok_wg + 1] = w end
+      end
+      Graph.fail("hint attention_wg=%s is not a multiple of the %d lanes per key row, or exceeds the device's %d " ..
+                 "invocations per workgroup; valid: auto, %s", tostring(hw), lk, caps.max_wg_invocations, list(ok_wg))
     end
   end
   if nl and (wg < nl or wg % nl ~= 0) then   -- attention_rope: the prologue's rows need nl lanes each
     Graph.fail("attention_rope: workgroup %d cannot hold rows of %d lanes (head_dim %d): raise attention_wg " ..
                "or turn the fusion off (--hint fusion=-attention_rope)", wg, nl, D)
   end
+  -- auto stays within ATTN_SHARED (every device served); a hinted workgroup may use what this device has
   local bytes = decode_shared(wg, lk, D, G, nl)
-  if bytes > ATTN_SHARED then
+  if bytes > caps.max_shared_memory then
     Graph.fail("attention_decode: workgroup %d with %d lanes per key row needs %d bytes of shared memory for " ..
-               "head_dim %d (at most %d): raise attention_lanes or lower attention_wg", wg, lk, bytes, D, ATTN_SHARED)
+               "head_dim %d (this device has %d): raise attention_lanes or lower attention_wg", wg, lk, bytes, D,
+               caps.max_shared_memory)
   end
   local hu = hints.attention_unroll or "auto"
   -- auto 2: on the H100 (Gemma 3 1B, ~150 keys) 1 and 2 keys per round timed alike and 4 slower (more
@@ -919,7 +943,7 @@ R.glu_linear = function(ctx, n)
   end
   if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", wg.attrs.name, wg.etype, K) end
   local tt = math.min(T, 4)
-  local wgs, rows, un = M.gemv_params(ctx, true, tt)
+  local wgs, rows, un = M.gemv_params(ctx, true, tt, N, K)
   local defs, spec = { qdef, "DP_GLU", ldef }, { WG = wgs, ROWS = rows, TT = tt, UN = un }
   local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wgs, 2)
   for _, d in ipairs(xdefs) do defs[#defs + 1] = d end
@@ -1163,7 +1187,7 @@ R.lm_head = function(ctx, n)
   if nwd then defs[#defs + 1] = nwd end
   if a.sample then defs[#defs + 1] = "DP_LMH_SAMPLE" end
   if a.logits then defs[#defs + 1] = "DP_LMH_LOGITS" end
-  local gw, rows = M.gemv_params(ctx, qdef ~= nil)
+  local gw, rows = M.gemv_params(ctx, qdef ~= nil, nil, N, K)
   local nl = norm_layout(K, 1)
   if not qdef and gw % subgroup_size(ctx) ~= 0 then
     Graph.fail("lm_head at %s: the GEMV workgroup (%d) is not a multiple of the subgroup size (%d); "

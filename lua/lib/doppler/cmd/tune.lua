@@ -51,7 +51,7 @@ local KNOBS = {
   { "gemv_rows", full = { 1, 2, 4, 8 }, quick = { 2, 4 } },
   { "gemv_unroll", full = { 1, 2, 4 }, quick = { 1, 2 } },
   { "gemv_q_wg", full = { 64, 128, 256, 512 }, quick = { 128, 256 }, applies = function(c) return c.quantised end },
-  { "gemv_q_rows", full = { 1, 2, 4, 8 }, quick = { 4, 8 }, applies = function(c) return c.quantised end },
+  { "gemv_q_rows", full = { 0, 1, 2, 4, 8 }, quick = { 0, 8 }, applies = function(c) return c.quantised end },
   { "gemv_q_unroll", full = { 1, 2, 4 }, quick = { 1, 2 }, applies = function(c) return c.quantised end },
   -- two-plane int8 activations: as accurate as f16 ones, faster or not by device (one plane is lossy: not tuned)
   { "gemv_q_x", full = { "act", "q8x2" }, applies = function(c) return c.quantised and c.integer_dot end },
