@@ -36,6 +36,7 @@ local Graph = require "doppler.graph"
 local plan = require "doppler.plan"
 local lower = require "doppler.lower"
 local f32 = require "doppler.f32"
+local act = require "doppler.act"
 local profile = require "doppler.profile"
 local weights = require "doppler.weights"
 local lib = require "bench_lib"
@@ -171,16 +172,6 @@ end
 
 -- ---- the CPU reference -----------------------------------------------------------------------------------
 
-local function tanh(z)
-  if z > 20 then return 1 elseif z < -20 then return -1 end
-  local e = math.exp(2 * z)
-  return (e - 1) / (e + 1)
-end
-local ACT = {
-  gelu_tanh = function(x) return 0.5 * x * (1 + tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ^ 3))) end,
-  silu = function(x) return x / (1 + math.exp(-x)) end,
-}
-
 -- Row r of the reference for token t: (value, scale), scale the magnitude the error is relative to.
 local function reference(c, xv, wv, t, r)
   local K = c.K
@@ -195,7 +186,7 @@ local function reference(c, xv, wv, t, r)
   if c.op == "linear" then return dot(wv[1]) end
   local g, sg = dot(wv[1])
   local u, su = dot(wv[2])
-  local f = ACT[c.glu_act]
+  local f = act[c.glu_act]
   local y = f(g) * u
   local d = math.abs((f(g + 1e-4) - f(g - 1e-4)) / 2e-4)
   return y, d * math.abs(u) * sg + math.abs(f(g)) * su + math.abs(y)

@@ -106,12 +106,7 @@ local function half_steps(xv, T, K, planes)
   return out
 end
 
-local function tanh(z)
-  if z > 20 then return 1 elseif z < -20 then return -1 end
-  local e = math.exp(2 * z)
-  return (e - 1) / (e + 1)
-end
-local function gelu(v) return 0.5 * v * (1 + tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ^ 3))) end
+local gelu = require("doppler.act").gelu_tanh
 
 -- Runs one case; returns the largest errors against ref8 and ref (for the assertion that q8 ran).
 local function run_case(c)
