@@ -205,17 +205,31 @@ for _, c in ipairs(cases) do
   end)
 end
 
-check.case("auto is act (also with precision=f32); a staging that does not fit is refused with a message", function()
+check.case("auto: q8x2 where dot products are fast and >= 16 row dot products share a staging; explicit modes; a staging that does not fit is refused", function()
   local ctx = { dev = dev, env = { act = "f16", hints = hints.new() } }
-  check.eq(#lower.gemv_q_x(ctx, 1024, 1, 128, 1), 0, "auto: x as it is")
+  -- A device whose packed dot products are accelerated (the H100's caps) and one where they are not.
+  local function fake(fast)
+    return { caps = function() return { name = "fake", integer_dot = true, integer_dot_fast = fast,
+                                         max_shared_memory = 49152 } end }
+  end
+  local fctx = { dev = fake(true), env = ctx.env }
+  check.eq(table.concat(lower.gemv_q_x(fctx, 1152, 1, 128, 2, 8), " "), "DP_XQ8 DP_XQ8_PLANES=2",
+           "auto, Gemma's gate+up (8 rows x 2 weights): q8x2")
+  check.eq(#lower.gemv_q_x(fctx, 1152, 1, 128, 1, 8), 0, "auto, 8 rows x 1 weight: act")
+  check.eq(#lower.gemv_q_x(fctx, 6912, 1, 128, 1, 1), 0, "auto, down (1 row): act")
+  check.eq(#lower.gemv_q_x(fctx, 2048, 1, 128, 2, 4), 0, "auto, 4 rows x 2 weights: act")
+  check.eq(#lower.gemv_q_x({ dev = fake(false), env = ctx.env }, 1152, 1, 128, 2, 8), 0,
+           "auto without accelerated dot products: act")
+  check.eq(#lower.gemv_q_x(fctx, 40000, 4, 128, 2, 8), 0, "auto where two planes do not fit: act")
+  check.eq(#lower.gemv_q_x(ctx, 1024, 1, 128, 1, 1), 0, "auto on this device, 1 row: x as it is")
   local h = hints.new()
   h:set("gemv_q_x", "q8", "test")
   ctx.env = { act = "f32", hints = h }
-  local defs, spec = lower.gemv_q_x(ctx, 1000, 1, 128, 1)
+  local defs, spec = lower.gemv_q_x(ctx, 1000, 1, 128, 1, 1)
   check.eq(table.concat(defs, " "), "DP_XQ8 DP_XQ8_PLANES=1", "explicit q8, also with f32 activations")
   check.eq(spec.XK, 1008, "XK: K rounded up to 16")
   local K = (caps.max_shared_memory // 32 + 1) * 16       -- one token's staging alone exceeds shared memory
-  local ok, err = pcall(lower.gemv_q_x, ctx, K, 1, 128, 1)
+  local ok, err = pcall(lower.gemv_q_x, ctx, K, 1, 128, 1, 1)
   check.truthy(not ok and tostring(err):find("shared memory", 1, true), "refused: " .. tostring(err))
 end)
 

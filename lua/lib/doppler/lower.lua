@@ -340,19 +340,27 @@ end
 -- and met with packed integer dot products (DP_XQ8, shaders/include/dp_quant_x8.glsl): "q8" one int8 plane
 -- (x within max|x| / 254 of each group: llama.cpp's q8_1 scheme, which moved llama-q's logits by 0.70,
 -- past the 0.5 bound of tests/lua/test_gguf_fixtures.lua), "q8x2" two planes (within max|x| / 64516: finer
--- than f16 activations). auto: act. On the H100 (docs/BENCHMARKS.md 14b) q8 decoded Gemma 3 1B Q4_K_M
--- faster than act (441.7 against 416.2 tok/s) and q8x2 slower (393.4): the staging of two planes in every
--- workgroup costs more than the float arithmetic it replaces; `doppler tune` measures act against q8x2 per
--- device. Returns the defines to add and the spec constants for `tt` tokens per workgroup of `wg`
--- invocations and `nw` weights (2 with DP_GLU).
+-- than f16 activations).
+-- auto: q8x2 where the device's packed dot products are accelerated (caps.integer_dot_fast) and the workgroup
+-- takes at least XQ_MIN_ROW_DOTS row dot products (rows x nw) per staging of x; act elsewhere. Why: every
+-- workgroup quantises all K values of x before its first dot product, so the staging pays only where many
+-- rows share it. On the H100 (docs/BENCHMARKS.md 16c, Gemma 3 1B Q4_K_M, GPU ms per token) q8x2 took gate+up
+-- (8 rows x 2 weights per workgroup, K = 1152) from 0.418 to 0.336, but down (1 row, K = 6912) from 0.261 to
+-- 0.661 and q (1 row) from 0.137 to 0.154. `doppler tune` still measures act and q8x2 for every matrix.
+-- Returns the defines to add and the spec constants for `tt` tokens per workgroup of `wg` invocations,
+-- `rows` rows and `nw` weights (2 with DP_GLU).
 local XQ_PLANES = { q8 = 1, q8x2 = 2 }
-function M.gemv_q_x(ctx, K, tt, wg, nw)
+local XQ_MIN_ROW_DOTS = 16
+function M.gemv_q_x(ctx, K, tt, wg, nw, rows)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   local mode = hints.gemv_q_x or "auto"
   local c = ctx.dev:caps()
   local xk = ceil_div(K, 16) * 16
   local function need(planes) return (16 * planes + 16) * tt * xk // 16 + 4 * nw * tt * wg end
-  if mode == "auto" then mode = "act" end
+  if mode == "auto" then
+    local many = rows * nw >= XQ_MIN_ROW_DOTS
+    mode = (c.integer_dot_fast and many and need(2) <= c.max_shared_memory) and "q8x2" or "act"
+  end
   local planes = XQ_PLANES[mode]
   if not planes then return {}, {} end
   if not c.integer_dot then
@@ -537,7 +545,7 @@ local function emit_linear(ctx, x, w, b, y)
     local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
     local spec = { WG = wg, ROWS = rows, TT = tt, UN = un }
     if qdef then
-      local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wg, 1)
+      local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wg, 1, rows)
       for _, d in ipairs(xdefs) do defs[#defs + 1] = d end
       for key, v in pairs(xspec) do spec[key] = v end
     end
@@ -945,7 +953,7 @@ R.glu_linear = function(ctx, n)
   local tt = math.min(T, 4)
   local wgs, rows, un = M.gemv_params(ctx, true, tt, N, K)
   local defs, spec = { qdef, "DP_GLU", ldef }, { WG = wgs, ROWS = rows, TT = tt, UN = un }
-  local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wgs, 2)
+  local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wgs, 2, rows)
   for _, d in ipairs(xdefs) do defs[#defs + 1] = d end
   for key, v in pairs(xspec) do spec[key] = v end
   local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines(defs), spec)

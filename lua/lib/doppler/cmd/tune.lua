@@ -53,8 +53,9 @@ local KNOBS = {
   { "gemv_q_wg", full = { 64, 128, 256, 512 }, quick = { 128, 256 }, applies = function(c) return c.quantised end },
   { "gemv_q_rows", full = { 0, 1, 2, 4, 8 }, quick = { 0, 8 }, applies = function(c) return c.quantised end },
   { "gemv_q_unroll", full = { 1, 2, 4 }, quick = { 1, 2 }, applies = function(c) return c.quantised end },
-  -- two-plane int8 activations: as accurate as f16 ones, faster or not by device (one plane is lossy: not tuned)
-  { "gemv_q_x", full = { "act", "q8x2" }, applies = function(c) return c.quantised and c.integer_dot end },
+  -- two-plane int8 activations: as accurate as f16 ones, faster or not by device and matrix (auto: per
+  -- matrix, lower.gemv_q_x); one plane is lossy: not tuned
+  { "gemv_q_x", full = { "auto", "act", "q8x2" }, applies = function(c) return c.quantised and c.integer_dot end },
   { "lm_head_groups", full = { 256, 1024, 4096 } },
   { "attention_splits", full = { 0, 8, 16, 32, 64 }, quick = { 0, 16 } },
   { "attention_min_chunk", full = { 0, 16, 32, 64, 128 } },
