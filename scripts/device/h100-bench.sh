@@ -148,6 +148,29 @@ for l in open(sys.argv[1]):
         print(d["model"].split("/")[-1], d["label"], "decode %.1f" % (d["decode_tok_s"] or 0))
 PY
       ;;
+    qxauto)  # gemv_q_x=auto per matrix against act everywhere (the rule before session 9; docs/BENCHMARKS.md 16d)
+      [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+      [ -d $L ] || timeout 200 $B synth --config models/configs/llama-3.2-1b-instruct.config.json \
+        --tokenizer tests/fixtures/tokenizers/llama3.tokenizer.json.gz --out $L --dtype f16 >/dev/null 2>&1
+      [ -f /tmp/l1b-q4_k_m.gguf ] || $B convert $L --quant q4_k_m --out /tmp/l1b-q4_k_m.gguf --no-manifest --quiet
+      D="recipes/bench/decode.lua --prompt-tokens 32 --tokens 128 --runs 2 --no-profile"
+      timeout 100 $B $D --model /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused --label warm >/dev/null 2>>"$OUT/err.txt"
+      for m in /tmp/g1b-q4_k_m.gguf /tmp/l1b-q4_k_m.gguf; do
+        for l in flat row_wise; do
+          for x in act auto; do
+            timeout 100 $B $D --model $m --hint q_matmul=fused --hint q_layout=$l --hint gemv_q_x=$x \
+              --label $l-$x >>"$OUT/qxauto.jsonl" 2>>"$OUT/err.txt"
+          done
+        done
+      done
+      python3 - "$OUT/qxauto.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        print(d["model"].split("/")[-1], d["label"], "decode %.1f" % (d["decode_tok_s"] or 0))
+PY
+      ;;
     ab)  # A/B of two builds in one run: $OLD (another doppler binary) against build-h100, issue-7 decode shape
       [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
       for bin in ${OLD:-} $B; do
