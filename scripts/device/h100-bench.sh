@@ -25,6 +25,32 @@ for l in open(sys.argv[1]):
             d.get("gpu_ms_per_token")))
 PY
 }
+# A rule of the fused quantised path against the old one (one hint), on Gemma 3 1B and Llama 3.2 1B Q4_K_M, in
+# both layouts: labels LAYOUT-OLDLABEL and LAYOUT-auto (the defaults); with a 4th argument also the default path.
+fused_rule_ab() {  # name old_label old_hint [default]
+  local name=$1 old=$2 hint=$3 with_default=${4:-}
+  [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+  [ -d $L ] || timeout 200 $B synth --config models/configs/llama-3.2-1b-instruct.config.json \
+    --tokenizer tests/fixtures/tokenizers/llama3.tokenizer.json.gz --out $L --dtype f16 >/dev/null 2>&1
+  [ -f /tmp/l1b-q4_k_m.gguf ] || $B convert $L --quant q4_k_m --out /tmp/l1b-q4_k_m.gguf --no-manifest --quiet
+  local D="recipes/bench/decode.lua --prompt-tokens 32 --tokens 128 --runs 2 --no-profile"
+  timeout 100 $B $D --model /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused --label warm >/dev/null 2>>"$OUT/err.txt"
+  for m in /tmp/g1b-q4_k_m.gguf /tmp/l1b-q4_k_m.gguf; do
+    for l in flat row_wise; do
+      timeout 100 $B $D --model $m --hint q_matmul=fused --hint q_layout=$l --hint $hint \
+        --label $l-$old >>"$OUT/$name.jsonl" 2>>"$OUT/err.txt"
+      timeout 100 $B $D --model $m --hint q_matmul=fused --hint q_layout=$l --label $l-auto >>"$OUT/$name.jsonl" 2>>"$OUT/err.txt"
+    done
+    [ -n "$with_default" ] && timeout 100 $B $D --model $m --label default >>"$OUT/$name.jsonl" 2>>"$OUT/err.txt"
+  done
+  python3 - "$OUT/$name.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        print(d["model"].split("/")[-1], d["label"], "decode %.1f" % (d["decode_tok_s"] or 0))
+PY
+}
 [ -d $G ] || timeout 200 $B synth --config models/configs/gemma-3-1b-it.config.json \
   --tokenizer tests/fixtures/tokenizers/gemma3.tokenizer.json.gz --out $G --dtype f16 >/dev/null 2>&1
 for s in $STAGES; do
@@ -126,51 +152,9 @@ for l in open(sys.argv[1]):
 PY
       ;;
     qrows)  # gemv_q's rows per workgroup (docs/BENCHMARKS.md 15d): the old fixed 4 against the per-matrix rule
-      [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
-      [ -d $L ] || timeout 200 $B synth --config models/configs/llama-3.2-1b-instruct.config.json \
-        --tokenizer tests/fixtures/tokenizers/llama3.tokenizer.json.gz --out $L --dtype f16 >/dev/null 2>&1
-      [ -f /tmp/l1b-q4_k_m.gguf ] || $B convert $L --quant q4_k_m --out /tmp/l1b-q4_k_m.gguf --no-manifest --quiet
-      D="recipes/bench/decode.lua --prompt-tokens 32 --tokens 128 --runs 2 --no-profile"
-      timeout 100 $B $D --model /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused --label warm >/dev/null 2>>"$OUT/err.txt"
-      for m in /tmp/g1b-q4_k_m.gguf /tmp/l1b-q4_k_m.gguf; do
-        for l in flat row_wise; do
-          timeout 100 $B $D --model $m --hint q_matmul=fused --hint q_layout=$l --hint gemv_q_rows=4 \
-            --label $l-rows4 >>"$OUT/qrows.jsonl" 2>>"$OUT/err.txt"
-          timeout 100 $B $D --model $m --hint q_matmul=fused --hint q_layout=$l --label $l-auto >>"$OUT/qrows.jsonl" 2>>"$OUT/err.txt"
-        done
-        timeout 100 $B $D --model $m --label default >>"$OUT/qrows.jsonl" 2>>"$OUT/err.txt"
-      done
-      python3 - "$OUT/qrows.jsonl" <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    if l.startswith("{"):
-        d = json.loads(l)
-        print(d["model"].split("/")[-1], d["label"], "decode %.1f" % (d["decode_tok_s"] or 0))
-PY
-      ;;
+      fused_rule_ab qrows rows4 gemv_q_rows=4 default ;;
     qxauto)  # gemv_q_x=auto per matrix against act everywhere (the rule before session 9; docs/BENCHMARKS.md 16d)
-      [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
-      [ -d $L ] || timeout 200 $B synth --config models/configs/llama-3.2-1b-instruct.config.json \
-        --tokenizer tests/fixtures/tokenizers/llama3.tokenizer.json.gz --out $L --dtype f16 >/dev/null 2>&1
-      [ -f /tmp/l1b-q4_k_m.gguf ] || $B convert $L --quant q4_k_m --out /tmp/l1b-q4_k_m.gguf --no-manifest --quiet
-      D="recipes/bench/decode.lua --prompt-tokens 32 --tokens 128 --runs 2 --no-profile"
-      timeout 100 $B $D --model /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused --label warm >/dev/null 2>>"$OUT/err.txt"
-      for m in /tmp/g1b-q4_k_m.gguf /tmp/l1b-q4_k_m.gguf; do
-        for l in flat row_wise; do
-          for x in act auto; do
-            timeout 100 $B $D --model $m --hint q_matmul=fused --hint q_layout=$l --hint gemv_q_x=$x \
-              --label $l-$x >>"$OUT/qxauto.jsonl" 2>>"$OUT/err.txt"
-          done
-        done
-      done
-      python3 - "$OUT/qxauto.jsonl" <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    if l.startswith("{"):
-        d = json.loads(l)
-        print(d["model"].split("/")[-1], d["label"], "decode %.1f" % (d["decode_tok_s"] or 0))
-PY
-      ;;
+      fused_rule_ab qxauto act gemv_q_x=act ;;
     ab)  # A/B of two builds in one run: $OLD (another doppler binary) against build-h100, issue-7 decode shape
       [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
       for bin in ${OLD:-} $B; do
