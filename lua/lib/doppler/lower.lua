@@ -346,7 +346,8 @@ end
 -- workgroup quantises all K values of x before its first dot product, so the staging pays only where many
 -- rows share it. On the H100 (docs/BENCHMARKS.md 16c, Gemma 3 1B Q4_K_M, GPU ms per token) q8x2 took gate+up
 -- (8 rows x 2 weights per workgroup, K = 1152) from 0.418 to 0.336, but down (1 row, K = 6912) from 0.261 to
--- 0.661 and q (1 row) from 0.137 to 0.154. `doppler tune` still measures act and q8x2 for every matrix.
+-- 0.661 and q (1 row) from 0.137 to 0.154. `doppler tune` measures auto, act and q8x2
+-- (one value for the whole model).
 -- A plain linear (nw = 1, at most 8 rows) never qualifies, so the LM head, which fused/lm_head_q.comp runs on x
 -- as it is, agrees with its unfused gemv_q under auto.
 -- Returns the defines to add and the spec constants for `tt` tokens per workgroup of `wg` invocations,
