@@ -47,10 +47,29 @@ void w_unpack(uvec4 u, inout float v[VW])
 #endif
 }
 
+// Chunks of a row per thread on the vector path, and whether a row block's chunks fit in registers twice
+// (PF): then the next block's weights are requested before the current block is summed, and the first
+// block's before the norm. Why: each row block otherwise waited for its weights after the barriers of the
+// block before (a full memory round trip per block on the critical path of every workgroup).
+const uint CPT = (KMAX / VW + GW - 1u) / GW;
+const bool PF = ROWS * CPT <= 8u;
+
+// Loads the chunks lt, lt + GW, ... of the team's ROWS rows of row block blk_ into raw (clamped rows as in
+// the loop below; nothing past the row's chunks).
+#define LMH_LOAD(blk_)                                                                                    \
+    {                                                                                                     \
+        const uint n0_ = ((blk_) + team) * ROWS;                                                          \
+        [[unroll]] for (uint r_ = 0u; r_ < ROWS; ++r_) {                                                  \
+            const uint64_t wr_ = uint64_t(p.w) + uint64_t(min(n0_ + r_, N - 1u)) * uint64_t(K) * W_BYTES; \
+            [[unroll]] for (uint j_ = 0u; j_ < CPT; ++j_) {                                               \
+                const uint c_ = lt + j_ * GW;                                                             \
+                if (c_ < chunks) raw[r_ * CPT + j_] = DP_RAW16_In(wr_).v[c_];                             \
+            }                                                                                             \
+        }                                                                                                 \
+    }
+
 void main()
 {
-    lmh_norm();
-
     const uint tid = gl_LocalInvocationID.x;
     const uint team = tid / GW, lt = tid % GW;
     const uint sg_team = GW / gl_SubgroupSize;             // subgroups per team
@@ -67,18 +86,42 @@ void main()
         ((K * ACT_BYTES) & 15u) == 0u;
 #endif
     const bool vec = (K % VW) == 0u && (uint64_t(p.w) & 15ul) == 0ul && ((K * W_BYTES) & 15u) == 0u && x_vec_ok;
+    const uint chunks = K / VW;
+    const uint first = gl_WorkGroupID.x * TEAMS, stride = gl_NumWorkGroups.x * TEAMS;
+
+    uvec4 raw[ROWS * CPT];
+    if (PF && vec && first < nb) LMH_LOAD(first)
+    lmh_norm();
 
     float bv = 0.0;
     uint bi = LMH_NO_ID;
-    for (uint base = gl_WorkGroupID.x * TEAMS; base < nb; base += gl_NumWorkGroups.x * TEAMS) {
+    for (uint base = first; base < nb; base += stride) {
         const uint n0 = (base + team) * ROWS;              // past N for a spare team: clamped, dropped
         uint64_t wrow[ROWS];
         for (uint r = 0u; r < ROWS; ++r)
             wrow[r] = uint64_t(p.w) + uint64_t(min(n0 + r, N - 1u)) * uint64_t(K) * W_BYTES;
         float acc[ROWS];
         for (uint r = 0u; r < ROWS; ++r) acc[r] = 0.0;
-        if (vec) {
-            const uint chunks = K / VW;
+        if (PF && vec) {
+            // this block's weights (requested one block ago), then the next block's request, then the sums in
+            // the order of the loop below
+            uvec4 cur[ROWS * CPT];
+            [[unroll]] for (uint i = 0u; i < ROWS * CPT; ++i) cur[i] = raw[i];
+            if (base + stride < nb) LMH_LOAD(base + stride)
+            [[unroll]] for (uint j = 0u; j < CPT; ++j) {
+                const uint c = lt + j * GW;
+                if (c >= chunks) continue;
+                float xv[VW];
+                [[unroll]] for (uint e = 0u; e < VW; ++e) xv[e] = lmh_x[c * VW + e];
+                [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                    float wv[VW];
+                    w_unpack(cur[r * CPT + j], wv);
+                    float s = acc[r];
+                    [[unroll]] for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                    acc[r] = s;
+                }
+            }
+        } else if (vec) {
             for (uint c = lt; c < chunks; c += GW) {
                 uvec4 raw[ROWS];
                 for (uint r = 0u; r < ROWS; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];

@@ -278,6 +278,9 @@ end
 check.case("tuned GEMV parameters: the fused head follows gemv_wg / gemv_rows / gemv_q_rows", function()
   case { act = "f16", w_dtype = "f16", K = 256, N = 1001, hints = { gemv_wg = 64, gemv_rows = 4 } }
   case { act = "f16", w_dtype = "f16", K = 64, N = 1001, hints = { gemv_wg = 256, gemv_rows = 1 } }
+  -- 8 rows x 2 chunks per thread: more than lm_head.comp prefetches (PF), so its plain loop runs; the cases
+  -- above and those before take the prefetching loop (lm_head_groups = 7 and 3: many row blocks per workgroup)
+  case { act = "f32", w_dtype = "f16", K = 1024, N = 1001, hints = { gemv_wg = 64, gemv_rows = 8 } }
   case { act = "f32", w_dtype = "q8_0", K = 256, N = 1001, hints = { q_matmul = "fused", gemv_q_wg = 64, gemv_q_rows = 8 } }
 end)
 
