@@ -7,9 +7,14 @@
 // dqu_cluster_sum and the clusters in order, as gemv_q.comp does. Keep lmh_row_partial in step with gemv_q's
 // loop: tests/lua/test_lm_head_fusion.lua compares the ids and logits with the unfused kernels' bit for bit.
 // Dispatch: as lm_head.comp. Push: the same members, w being the blocks (U16In), plus w_row_blocks.
-// Spec constants: WG, ROWS, GW, NL, KMAX. Shared memory: 4 * (KMAX + WG + TEAMS * GW) + 8 * WG bytes.
+// Spec constants: WG, ROWS, GW, NL, KMAX. Shared memory: 4 * KMAX + 16 * WG bytes, + (16 * planes + 16) *
+//   ceil(KMAX / 16) with DP_XQ8 (lower.lm_head_q_shared).
 // Defines: the weight type DP_Q_* and its layout DP_LAYOUT_COL | DP_LAYOUT_FLAT, DP_ACT_F16,
-//   DP_NW_F16 | DP_NW_BF16, DP_LMH_LOGITS, DP_LMH_SAMPLE.
+//   DP_NW_F16 | DP_NW_BF16, DP_LMH_LOGITS, DP_LMH_SAMPLE, and DP_XQ8 with DP_XQ8_PLANES (x in int8 planes,
+//   as gemv_q.comp's DP_XQ8; the lowering gives the head the mode its unfused gemv_q takes, lower.gemv_q_x).
+// Why DP_XQ8 pays here more than in any plain gemv_q: x is staged once per workgroup, after the norm, and
+//   serves every row block of the workgroup (hundreds of rows), while the dot products of 16 codes with x
+//   become 4 packed integer dot products per plane instead of ~5 instructions per code.
 // [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
 // arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
 #extension GL_EXT_control_flow_attributes : require
@@ -18,7 +23,15 @@
 #define LMH_QUANT
 #include "lm_head_common.glsl"
 #include "dp_quant.glsl"
+#ifdef DP_XQ8
+#define DQU_RAW_SCALES
+#endif
 #include "dp_quant_unit.glsl"
+#ifdef DP_XQ8
+#include "dp_quant_x8.glsl"
+// the normalised row as gemv_q.comp's DP_XQ8 stages its x: 16-value int8 groups (x8_quantise16)
+shared x8group lmh_x8[(KMAX + 15u) / 16u];
+#endif
 
 const uint TPR = GW / ROWS;               // threads per row (gemv_q.comp's TPR)
 
@@ -38,10 +51,21 @@ float lmh_row_partial(uint n, uint lane)
         [[unroll]] for (uint h = 0u; h < 2u; ++h) {
             const uint k0 = b * QK + dqu_k0(u, h);
             if (k0 >= K) continue;
+#ifdef DP_XQ8
+            // gemv_q.comp's DP_XQ8 half: integer dot products with the staged groups, its order of operations
+            const x8group xg = lmh_x8[k0 / 16u];
+            const uvec4 c = dqu_codes8(un, u, h);
+            float dot = xg.ds.x * float(x8_dot16(c, xg.q[0]));
+#if DP_XQ8_PLANES == 2
+            dot = fma(xg.ds.y, float(x8_dot16(c, xg.q[1])), dot);
+#endif
+            acc = fma(un.a[h], dot, fma(un.b[h], xg.ds.z, acc));
+#else
             float q[16], xv[16];
             dqu_codes(un, u, h, q);
             [[unroll]] for (uint i = 0u; i < 16u; ++i) xv[i] = lmh_x[k0 + i];
             acc = dqu_half_acc(q, xv, un.a[h], un.b[h], acc);
+#endif
         }
     }
     return acc;
@@ -50,6 +74,16 @@ float lmh_row_partial(uint n, uint lane)
 void main()
 {
     lmh_norm();
+#ifdef DP_XQ8
+    // gemv_q.comp's stage_x8 from the same values (lmh_x holds the norm's output as rmsnorm.comp stores it),
+    // once per workgroup: every row block of the workgroup uses it
+    for (uint g = gl_LocalInvocationID.x; g < p.K / 16u; g += WG) {
+        float v[16];
+        [[unroll]] for (uint i = 0u; i < 16u; ++i) v[i] = lmh_x[16u * g + i];
+        lmh_x8[g] = x8_quantise16(v);
+    }
+    barrier();
+#endif
 
     const uint tid = gl_LocalInvocationID.x;
     const uint team = tid / GW, lt = tid % GW;

@@ -205,7 +205,7 @@ for _, c in ipairs(cases) do
   end)
 end
 
-check.case("auto: q8x2 where dot products are fast and >= 16 row dot products share a staging; explicit modes; a staging that does not fit is refused", function()
+check.case("auto: q8x2 where dot products are fast and >= 16 row dot products share a staging, and for the LM head; explicit modes; a staging that does not fit is refused", function()
   local ctx = { dev = dev, env = { act = "f16", hints = hints.new() } }
   -- A device whose packed dot products are accelerated (the H100's caps) and one where they are not.
   local function fake(fast)
@@ -222,6 +222,18 @@ check.case("auto: q8x2 where dot products are fast and >= 16 row dot products sh
            "auto without accelerated dot products: act")
   check.eq(#lower.gemv_q_x(fctx, 40000, 4, 128, 2, 8), 0, "auto where two planes do not fit: act")
   check.eq(#lower.gemv_q_x(ctx, 1024, 1, 128, 1, 1), 0, "auto on this device, 1 row: x as it is")
+  -- the LM head (head = { N }): q8x2 for its 8 rows too (the fused head stages x for hundreds), act where
+  -- the fused head's shared memory would not fit or the dot products are slow
+  check.eq(table.concat(lower.gemv_q_x(fctx, 1152, 1, 128, 1, 8, { N = 262144 }), " "), "DP_XQ8 DP_XQ8_PLANES=2",
+           "auto, Gemma's LM head: q8x2")
+  check.eq(lower.lm_head_q_shared(fctx, 262144, 1152, 2), 4 * 1152 + 16 * 256 + 48 * 72, "lm_head_q's shared memory")
+  local small = { dev = { caps = function() return { name = "small", integer_dot = true, integer_dot_fast = true,
+                                                     max_shared_memory = 16384 } end }, env = ctx.env }
+  check.eq(lower.lm_head_q_shared(small, 128256, 2048, 2), 18432, "Llama's head: 18432 bytes")
+  check.eq(#lower.gemv_q_x(small, 2048, 1, 128, 1, 8, { N = 128256 }), 0,
+           "auto, a head whose fused kernel would need 18432 bytes of 16384: act")
+  check.eq(#lower.gemv_q_x({ dev = fake(false), env = ctx.env }, 1152, 1, 128, 1, 8, { N = 262144 }), 0,
+           "auto, the LM head without accelerated dot products: act")
   local h = hints.new()
   h:set("gemv_q_x", "q8", "test")
   ctx.env = { act = "f32", hints = h }

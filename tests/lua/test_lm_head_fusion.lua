@@ -77,7 +77,8 @@ local function run(c, fused, keep)
   local W = g:weight { name = "W", shape = { c.N, c.K }, dtype = c.w_dtype }
   local xn = g:rmsnorm(g:last_row(h), nw, { eps = 1e-6, offset = c.offset })
   local logits = g:linear(xn, W)
-  logits.dtype = "f32"                     -- as doppler.session makes the logits
+  logits.dtype = "f32"                     -- as doppler.session makes the logits, and marks the head
+  logits.attrs.lm_head = true
   if c.softcap then logits = g:softcap(logits, c.softcap); logits.dtype = "f32" end
   g:output("logits", logits)
   local nxt
@@ -124,8 +125,20 @@ local function has(list, name)
   return false
 end
 
+-- The int8 planes a quantised head's x takes (lower.gemv_q_x: the hint, or under auto two where the
+-- device's packed dot products are accelerated), 0 for x as it is.
+local function x_planes(c)
+  if not QBLOCK[c.w_dtype] or (c.hints or {}).q_matmul == "dequant_f16" then return 0 end
+  local mode = (c.hints or {}).gemv_q_x or "auto"
+  if mode == "auto" then mode = dev:caps().integer_dot_fast and "q8x2" or "act" end
+  return ({ q8 = 1, q8x2 = 2 })[mode] or 0
+end
+
 -- Per row n: 2^-10 sum_k |W_nk| |x̂_k| (+ 1e-6 |.| for f32 summation order), x̂ the last row of h normalised
--- on the host from the values on the device (see case).
+-- on the host from the values on the device (see case). With x in int8 planes each path holds x̂_k within
+-- amax_g / 254 (one plane) or amax_g / 64516 (two) of what it quantised (amax_g: the largest |x̂| of k's group
+-- of 16; dp_quant_x8.glsl), so the two paths' values differ by up to twice that more (+1 % for the rounding of
+-- the scales and the host's x̂).
 local function lm_bounds(c)
   local h, nw = c.h:download(), c.nw:download()
   local K, N = c.K, c.N
@@ -142,11 +155,21 @@ local function lm_bounds(c)
   else
     w = c.W:download()
   end
+  local planes = x_planes(c)
+  local qe = {}   -- per k: the bound on the difference of the two paths' quantised x̂_k
+  for k = 1, K do
+    local g0, amax = (k - 1) // 16 * 16, 0
+    if planes > 0 then for j = g0 + 1, g0 + 16 do amax = math.max(amax, xa[j]) end end
+    qe[k] = planes == 0 and 0 or 2.02 * amax / (planes == 2 and 64516 or 254)
+  end
   local out = {}
   for n = 1, N do
-    local s, o = 0, (n - 1) * K
-    for k = 1, K do s = s + math.abs(w[o + k]) * xa[k] end
-    out[n] = s * 2 ^ -10 + 1e-6 * s
+    local s, q, o = 0, 0, (n - 1) * K
+    for k = 1, K do
+      s = s + math.abs(w[o + k]) * xa[k]
+      q = q + math.abs(w[o + k]) * qe[k]
+    end
+    out[n] = s * 2 ^ -10 + 1e-6 * s + q
   end
   return out
 end
@@ -282,6 +305,19 @@ check.case("tuned GEMV parameters: the fused head follows gemv_wg / gemv_rows / 
   -- above and those before take the prefetching loop (lm_head_groups = 7 and 3: many row blocks per workgroup)
   case { act = "f32", w_dtype = "f16", K = 1024, N = 1001, hints = { gemv_wg = 64, gemv_rows = 8 } }
   case { act = "f32", w_dtype = "q8_0", K = 256, N = 1001, hints = { q_matmul = "fused", gemv_q_wg = 64, gemv_q_rows = 8 } }
+end)
+
+check.case("quantised head with int8 x (gemv_q_x q8x2, q8): fused/lm_head_q.comp = gemv_q's DP_XQ8", function()
+  -- the head stages x once per workgroup and uses it for every row block (lm_head_groups: many per
+  -- workgroup; a last block past N), as gemv_q stages it per workgroup: bit for bit with f32 activations
+  for _, mode in ipairs({ "q8x2", "q8" }) do
+    local function h(t) t.q_matmul, t.gemv_q_x = "fused", mode return t end
+    case { act = "f32", w_dtype = "q8_0", K = 576, N = 1001, hints = h { gemv_q_wg = 64, gemv_q_rows = 8, lm_head_groups = 5 } }
+    case { act = "f32", w_dtype = "q6_k", K = 768, N = 999, hints = h { lm_head_groups = 3 }, softcap = 2 }
+    case { act = "f16", w_dtype = "q8_0", K = 512, N = 1003, hints = h { lm_head_groups = 7 } }
+    local sp = sampler.spec { temperature = 0.8, seed = 5 }
+    case { act = "f16", w_dtype = "q6_k", K = 512, N = 1001, hints = h {}, sample = sp, seed = 5 }
+  end
 end)
 
 check.case("not fused: top-k draws and the repetition penalty (they need every logit)", function()

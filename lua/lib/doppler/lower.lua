@@ -348,13 +348,18 @@ end
 -- (8 rows x 2 weights per workgroup, K = 1152) from 0.418 to 0.336, but down (1 row, K = 6912) from 0.261 to
 -- 0.661 and q (1 row) from 0.137 to 0.154. `doppler tune` measures auto, act and q8x2
 -- (one value for the whole model).
--- A plain linear (nw = 1, at most 8 rows) never qualifies, so the LM head, which fused/lm_head_q.comp runs on x
--- as it is, agrees with its unfused gemv_q under auto.
+-- The LM head (`head`: the linear that makes the logits, attrs.lm_head, which doppler.session sets) follows
+-- the fused LM head in both of its forms: fused/lm_head_q.comp stages x once per workgroup and then loops
+-- over hundreds of rows (Gemma 3 1B: 256), so auto gives it q8x2 wherever the packed dot products are
+-- accelerated and its shared memory (M.lm_head_q_shared) fits; the plain gemv_q that it replaces (top-k
+-- draws, fusion lm_head off) takes the same mode, so that the two stay bit for bit alike. Why: with x as it
+-- is the quantised head is bound by its instructions (~5 per weight), not its bytes: on the H100 Gemma 3 1B's
+-- Q8_0 head (320 MB) took 0.405 ms per token, 0.8 TB/s (docs/BENCHMARKS.md 18b).
 -- Returns the defines to add and the spec constants for `tt` tokens per workgroup of `wg` invocations,
 -- `rows` rows and `nw` weights (2 with DP_GLU).
 local XQ_PLANES = { q8 = 1, q8x2 = 2 }
 local XQ_MIN_ROW_DOTS = 16
-function M.gemv_q_x(ctx, K, tt, wg, nw, rows)
+function M.gemv_q_x(ctx, K, tt, wg, nw, rows, head)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   local mode = hints.gemv_q_x or "auto"
   local c = ctx.dev:caps()
@@ -362,6 +367,7 @@ function M.gemv_q_x(ctx, K, tt, wg, nw, rows)
   local function need(planes) return (16 * planes + 16) * tt * xk // 16 + 4 * nw * tt * wg end
   if mode == "auto" then
     local many = rows * nw >= XQ_MIN_ROW_DOTS
+    if head then many = M.lm_head_q_shared(ctx, head.N, K, 2) <= c.max_shared_memory end
     mode = (c.integer_dot_fast and many and need(2) <= c.max_shared_memory) and "q8x2" or "act"
   end
   local planes = XQ_PLANES[mode]
@@ -374,6 +380,15 @@ function M.gemv_q_x(ctx, K, tt, wg, nw, rows)
                mode, K, tt, need(planes), c.name, c.max_shared_memory)
   end
   return { "DP_XQ8", "DP_XQ8_PLANES=" .. planes }, { XK = xk }
+end
+
+-- fused/lm_head_q.comp's shared memory in bytes for an N x K head with `planes` int8 planes of x (0: x as it
+-- is): the row (4 K), four arrays of WG words (the norm's, the rows' sums, the best values and indices) and
+-- the staged groups.
+function M.lm_head_q_shared(ctx, N, K, planes)
+  local gw = M.gemv_params(ctx, true, nil, N, K)
+  local wg = math.max(gw, norm_layout(K, 1))
+  return 4 * K + 16 * wg + (planes > 0 and (16 * planes + 16) * ceil_div(K, 16) or 0)
 end
 
 -- y = x · Wᵀ (+ b). Float weights use the GEMV kernel at every T (W streamed once per 4 tokens: on the
@@ -548,7 +563,7 @@ local function emit_linear(ctx, x, w, b, y)
     local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
     local spec = { WG = wg, ROWS = rows, TT = tt, UN = un }
     if qdef then
-      local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wg, 1, rows)
+      local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wg, 1, rows, (y.attrs or {}).lm_head and { N = N } or nil)
       for _, d in ipairs(xdefs) do defs[#defs + 1] = d end
       for key, v in pairs(xspec) do spec[key] = v end
     end
@@ -1190,6 +1205,20 @@ R.lm_head = function(ctx, n)
   if qdef then
     if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", w.attrs.name, w.etype, K) end
     defs = { qdef, LAYOUT_DEFINE[M.layout_of(wt)] }
+    -- x as the unfused head's gemv_q takes it (M.gemv_q_x, `head`)
+    local gw, rows = M.gemv_params(ctx, true, 1, N, K)
+    local xdefs = M.gemv_q_x(ctx, K, 1, gw, 1, rows, { N = N })
+    local planes = 0
+    for _, d in ipairs(xdefs) do
+      defs[#defs + 1] = d
+      planes = tonumber(d:match("^DP_XQ8_PLANES=(%d)$")) or planes
+    end
+    local need, have = M.lm_head_q_shared(ctx, N, K, planes), ctx.dev:caps().max_shared_memory
+    if need > have then
+      Graph.fail("lm_head at %s: K = %d with hint gemv_q_x=%s needs %d bytes of shared memory, %s has %d; " ..
+                 "use hint fusion=-lm_head or gemv_q_x=act", n.where, K, tostring(hints.gemv_q_x), need,
+                 ctx.dev:caps().name, have)
+    end
   else
     defs = { ctx.weight_define(wt == ctx.t(w) and w.etype or "f16", w.attrs.name) }
   end

@@ -37,12 +37,15 @@ end
 
 -- Logits are read by the sampler and by --logits-out: produce them in f32 whatever the
 -- activation type, by marking the node that makes them (through in-place ops such as softcap).
+-- The linear that makes them is marked as the LM head (attrs.lm_head): its x takes the fused LM head's
+-- mode whether or not the fusion applies (lower.gemv_q_x), so that the two give the same logits.
 local function logits_in_f32(node)
   local n = node
   while n do
     n.dtype = "f32"
     if n.op == "softcap" then n = n.inputs[1] else break end
   end
+  if n and n.op == "linear" then n.attrs.lm_head = true end
 end
 
 function M.open(recipe, model, opts)
