@@ -257,7 +257,7 @@ M.register {
     end
     if not (plain_linear(g, ctx) and plain_linear(u, ctx)) then return end
     if #g.inputs ~= 2 or #u.inputs ~= 2 or g.inputs[1] ~= u.inputs[1] then return end
-    if g.inputs[2].dtype ~= u.inputs[2].dtype then return end
+    if lower.kernel_dtype(ctx, g.inputs[2]) ~= lower.kernel_dtype(ctx, u.inputs[2]) then return end
     if not (ctx.only_reader(g, n) and ctx.only_reader(u, n)) then return end
     n.op = "glu_linear"
     n.attrs = { kind = n.attrs.kind }
@@ -268,7 +268,8 @@ M.register {
 -- Two or three linears of one input (Q, K and V projections; also gate and up where gate_up is off)
 -- -> one GEMV pass writing each output (fused/gemv_multi.comp). The first linear becomes the fused node;
 -- the others keep their memory and readers as fused_output nodes it writes. All must share the weight
--- type and either all have a bias or none.
+-- type the kernels see (lower.kernel_dtype: a quantised weight's f16 copy is f16) and either all have a
+-- bias or none.
 -- Prefill-sized passes too where gemm_cm takes them as one grid over the concatenated columns (DP_MULTI:
 -- lower.cm_prefill_ok, no biases, every output but the last a multiple of 128 columns, so that no column
 -- tile straddles two weights): on the H100 that merged the small k / v GEMMs into q's (docs/BENCHMARKS.md).
@@ -286,7 +287,7 @@ M.register {
     for _, r in ipairs(ctx.consumers(x)) do
       if #group == 3 then break end
       if r ~= n and r.order > n.order and r.inputs[1] == x and plain_linear(r, ctx)
-         and r.inputs[2].dtype == n.inputs[2].dtype and #r.inputs == #n.inputs then
+         and lower.kernel_dtype(ctx, r.inputs[2]) == lower.kernel_dtype(ctx, n.inputs[2]) and #r.inputs == #n.inputs then
         group[#group + 1] = r
       end
     end

@@ -283,6 +283,16 @@ local function q_matmul_mode(ctx, hints)
   return ctx.big_memory == "yes" and "dequant_f16" or "fused"
 end
 
+-- The dtype a linear's weight has in the matrix kernels: a quantised weight that q_matmul turns into its f16
+-- copy is f16 there. The fusion rules that want one weight type per kernel (fusions.lua: qkv, gate_up)
+-- compare these, so that projections of different block types (Q4_K_M's v takes more bits than q and k in
+-- some layers) fuse on their copies. Without a device (fusions applied to a bare graph) the dtype itself.
+function M.kernel_dtype(ctx, w)
+  if not (Q_DEFINE[w.dtype] and ctx.dev and ctx.env) then return w.dtype end
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  return q_matmul_mode(ctx, hints) == "dequant_f16" and "f16" or w.dtype
+end
+
 -- Loads in flight per GEMV thread, the kernels' spec constant UN (hints gemv_unroll for gemv.comp and
 -- gemv_multi.comp, gemv_q_unroll for gemv_q.comp; 0 = the built-in choice, 1). The kernels hold the raw
 -- loads of UN loop iterations for each of their tt tokens, so UN * tt is kept <= 4 (registers): UN applies
