@@ -234,6 +234,16 @@ check.case("auto: q8x2 where dot products are fast and >= 16 row dot products sh
            "auto, a head whose fused kernel would need 18432 bytes of 16384: act")
   check.eq(#lower.gemv_q_x({ dev = fake(false), env = ctx.env }, 1152, 1, 128, 1, 8, { N = 262144 }), 0,
            "auto, the LM head without accelerated dot products: act")
+  -- gate+up (nw = 2): 256 invocations where that gives 8 rows and 128 does not, so that q8x2 qualifies
+  local function params(c, N, K, nw) local wg, rows = lower.gemv_params(c, true, 1, N, K, nw) return wg .. "x" .. rows end
+  check.eq(params(fctx, 8192, 2048, 2), "256x8", "Llama's gate+up: 256 invocations, 8 rows")
+  check.eq(table.concat(lower.gemv_q_x(fctx, 2048, 1, 256, 2, 8), " "), "DP_XQ8 DP_XQ8_PLANES=2", "... and q8x2")
+  check.eq(params(fctx, 8192, 2048, nil), "128x4", "a plain linear of that shape keeps 128 x 4")
+  check.eq(params(fctx, 6912, 1152, 2), "128x8", "Gemma's gate+up: 8 rows at 128 already")
+  check.eq(params({ dev = fake(false), env = ctx.env }, 8192, 2048, 2), "128x4", "slow dot products: 128 x 4")
+  local hw = hints.new()
+  hw:set("gemv_q_wg", 128, "test")
+  check.eq(params({ dev = fctx.dev, env = { act = "f16", hints = hw } }, 8192, 2048, 2), "128x4", "hint gemv_q_wg wins")
   local h = hints.new()
   h:set("gemv_q_x", "q8", "test")
   ctx.env = { act = "f32", hints = h }

@@ -330,11 +330,22 @@ end
 -- the built-in choice, which `doppler tune` may replace per device), and its UN for tt tokens per workgroup
 -- (M.gemv_unroll), for an N x K matrix. One function, so that the fused LM head (R.lm_head) computes each row
 -- exactly as the linear it replaces (it needs no UN: its loop is the UN = 1 loop, and every UN sums alike).
-function M.gemv_params(ctx, quantised, tt, N, K)
+-- nw = 2 (gate and up, DP_GLU): a built-in workgroup of 256 invocations where that gives 8 rows (within
+-- Q_MAX_ROUNDS units per thread) and 128 does not, and x then goes int8 (M.gemv_q_x: 8 rows x 2 weights
+-- share each staging). Why: on the H100 Llama 3.2 1B's gate+up (8192 x 2048: 4 rows at 128, since 8 rows
+-- would be 4 units per thread) took 0.386 ms per token with act and 0.311 at 256 invocations, 8 rows and q8x2
+-- (docs/BENCHMARKS.md 18g, 18h); Gemma 3 1B's (K = 1152) already has 8 rows at 128.
+function M.gemv_params(ctx, quantised, tt, N, K, nw)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   if quantised then
     local wg, rows = hints.gemv_q_wg or 0, hints.gemv_q_rows or 0
-    wg = wg ~= 0 and wg or 128
+    if wg == 0 then
+      wg = 128
+      if nw == 2 and rows == 0 and M.gemv_q_rows(N, K, 128) < 8 and M.gemv_q_rows(N, K, 256) == 8
+         and #M.gemv_q_x(ctx, K, tt or 1, 256, 2, 8) > 0 then
+        wg = 256
+      end
+    end
     if rows == 0 then rows = M.gemv_q_rows(N, K, wg) end
     if wg % rows ~= 0 then Graph.fail("hints: gemv_q_wg=%d is not a multiple of gemv_q_rows=%d", wg, rows) end
     return wg, rows, M.gemv_unroll(ctx, true, tt)
@@ -979,7 +990,7 @@ R.glu_linear = function(ctx, n)
   end
   if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", wg.attrs.name, wg.etype, K) end
   local tt = math.min(T, 4)
-  local wgs, rows, un = M.gemv_params(ctx, true, tt, N, K)
+  local wgs, rows, un = M.gemv_params(ctx, true, tt, N, K, 2)
   local defs, spec = { qdef, "DP_GLU", ldef }, { WG = wgs, ROWS = rows, TT = tt, UN = un }
   local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wgs, 2, rows)
   for _, d in ipairs(xdefs) do defs[#defs + 1] = d end
