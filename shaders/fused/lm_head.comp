@@ -97,9 +97,6 @@ void main()
     uint bi = LMH_NO_ID;
     for (uint base = first; base < nb; base += stride) {
         const uint n0 = (base + team) * ROWS;              // past N for a spare team: clamped, dropped
-        uint64_t wrow[ROWS];
-        for (uint r = 0u; r < ROWS; ++r)
-            wrow[r] = uint64_t(p.w) + uint64_t(min(n0 + r, N - 1u)) * uint64_t(K) * W_BYTES;
         float acc[ROWS];
         for (uint r = 0u; r < ROWS; ++r) acc[r] = 0.0;
         if (PF && vec) {
@@ -121,26 +118,31 @@ void main()
                     acc[r] = s;
                 }
             }
-        } else if (vec) {
-            for (uint c = lt; c < chunks; c += GW) {
-                uvec4 raw[ROWS];
-                for (uint r = 0u; r < ROWS; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
-                float xv[VW];
-                [[unroll]] for (uint e = 0u; e < VW; ++e) xv[e] = lmh_x[c * VW + e];
-                for (uint r = 0u; r < ROWS; ++r) {
-                    float wv[VW];
-                    w_unpack(raw[r], wv);
-                    float s = acc[r];
-                    [[unroll]] for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
-                    acc[r] = s;
-                }
-            }
         } else {
-            for (uint k = lt; k < K; k += GW) {
-                float wv[ROWS];
-                for (uint r = 0u; r < ROWS; ++r) wv[r] = w_load(W_In(wrow[r]), k);
-                float xv = lmh_x[k];
-                for (uint r = 0u; r < ROWS; ++r) acc[r] = fma(wv[r], xv, acc[r]);
+            uint64_t wrow[ROWS];                           // the loops below address the rows themselves
+            for (uint r = 0u; r < ROWS; ++r)
+                wrow[r] = uint64_t(p.w) + uint64_t(min(n0 + r, N - 1u)) * uint64_t(K) * W_BYTES;
+            if (vec) {
+                for (uint c = lt; c < chunks; c += GW) {
+                    uvec4 raw[ROWS];
+                    for (uint r = 0u; r < ROWS; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
+                    float xv[VW];
+                    [[unroll]] for (uint e = 0u; e < VW; ++e) xv[e] = lmh_x[c * VW + e];
+                    for (uint r = 0u; r < ROWS; ++r) {
+                        float wv[VW];
+                        w_unpack(raw[r], wv);
+                        float s = acc[r];
+                        [[unroll]] for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                        acc[r] = s;
+                    }
+                }
+            } else {
+                for (uint k = lt; k < K; k += GW) {
+                    float wv[ROWS];
+                    for (uint r = 0u; r < ROWS; ++r) wv[r] = w_load(W_In(wrow[r]), k);
+                    float xv = lmh_x[k];
+                    for (uint r = 0u; r < ROWS; ++r) acc[r] = fma(wv[r], xv, acc[r]);
+                }
             }
         }
         for (uint r = 0u; r < ROWS; ++r) {

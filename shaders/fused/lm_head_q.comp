@@ -52,14 +52,8 @@ float lmh_row_partial(uint n, uint lane)
             const uint k0 = b * QK + dqu_k0(u, h);
             if (k0 >= K) continue;
 #ifdef DP_XQ8
-            // gemv_q.comp's DP_XQ8 half: integer dot products with the staged groups, its order of operations
-            const x8group xg = lmh_x8[k0 / 16u];
-            const uvec4 c = dqu_codes8(un, u, h);
-            float dot = xg.ds.x * float(x8_dot16(c, xg.q[0]));
-#if DP_XQ8_PLANES == 2
-            dot = fma(xg.ds.y, float(x8_dot16(c, xg.q[1])), dot);
-#endif
-            acc = fma(un.a[h], dot, fma(un.b[h], xg.ds.z, acc));
+            // gemv_q.comp's DP_XQ8 half: integer dot products with the staged groups
+            acc = x8_half_acc(dqu_codes8(un, u, h), lmh_x8[k0 / 16u], un.a[h], un.b[h], acc);
 #else
             float q[16], xv[16];
             dqu_codes(un, u, h, q);

@@ -11,6 +11,7 @@
 //                             rounding of 127 / amax) of v; and the sum of the values it holds (the b term's).
 //   dqu_codes8(un, u, h)      the 16 codes of half h of unit un as bytes, and
 //   x8_dot16(c, q)            sum of code * q over them (exact, an int)
+//   x8_half_acc(c, xg, a, b, acc)  a half-unit's term added to acc, in the one order both kernels use
 // The dot products come from SPV_KHR_integer_dot_product (Vulkan 1.3 shaderIntegerDotProduct; caps
 // integer_dot), written with GL_EXT_spirv_intrinsics because Debian 12's glslang predates
 // GL_EXT_integer_dot_product. The packed operand format 0 is PackedVectorFormat4x8Bit.
@@ -96,6 +97,18 @@ int x8_dot16(uvec4 c, uvec4 q)
     [[unroll]] for (uint i = 0u; i < 4u; ++i) s += x8_sudot4(q[i], c[i], 0);
 #endif
     return s;
+}
+
+// acc + a * (d * sum(code * q1) + e * sum(code * q2)) + b * (the sum of the values the group holds): a
+// half-unit's term with x8 (value = a * code + b), in one fixed order. gemv_q.comp and fused/lm_head_q.comp
+// both use it, so their logits agree bit for bit (as dqu_half_acc for x as it is).
+float x8_half_acc(uvec4 c, x8group xg, float a, float b, float acc)
+{
+    float dot = xg.ds.x * float(x8_dot16(c, xg.q[0]));
+#if DP_XQ8_PLANES == 2
+    dot = fma(xg.ds.y, float(x8_dot16(c, xg.q[1])), dot);
+#endif
+    return fma(a, dot, fma(b, xg.ds.z, acc));
 }
 
 #endif

@@ -232,12 +232,8 @@ void main()
                 [[unroll]] for (uint t = 0u; t < TT; ++t) {
                     const x8group xg = x8s[t * XG + k0 / 16u];
                     [[unroll]] for (uint j = 0u; j < NW; ++j) {
-                        const uvec4 c = dqu_codes8(cur[i * NW + j], u, h);
-                        float dot = xg.ds.x * float(x8_dot16(c, xg.q[0]));
-#if DP_XQ8_PLANES == 2
-                        dot = fma(xg.ds.y, float(x8_dot16(c, xg.q[1])), dot);
-#endif
-                        acc[j * TT + t] = fma(cur[i * NW + j].a[h], dot, fma(cur[i * NW + j].b[h], xg.ds.z, acc[j * TT + t]));
+                        acc[j * TT + t] = x8_half_acc(dqu_codes8(cur[i * NW + j], u, h), xg,
+                                                      cur[i * NW + j].a[h], cur[i * NW + j].b[h], acc[j * TT + t]);
                     }
                 }
             }

@@ -341,9 +341,10 @@ function M.gemv_params(ctx, quantised, tt, N, K, nw)
     local wg, rows = hints.gemv_q_wg or 0, hints.gemv_q_rows or 0
     if wg == 0 then
       wg = 128
-      if nw == 2 and rows == 0 and M.gemv_q_rows(N, K, 128) < 8 and M.gemv_q_rows(N, K, 256) == 8
-         and #M.gemv_q_x(ctx, K, tt or 1, 256, 2, 8) > 0 then
-        wg = 256
+      if nw == 2 and rows == 0 and M.gemv_q_rows(N, K, 128) < 8 and M.gemv_q_rows(N, K, 256) == 8 then
+        -- a probe: an explicit x mode that does not fit at 256 is reported where the kernel is made, at 128
+        local ok, xdefs = pcall(M.gemv_q_x, ctx, K, tt or 1, 256, 2, 8)
+        if ok and #xdefs > 0 then wg = 256 end
       end
     end
     if rows == 0 then rows = M.gemv_q_rows(N, K, wg) end
@@ -1222,12 +1223,12 @@ R.lm_head = function(ctx, n)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   local wt, qdef = ctx.t(w), Q_DEFINE[w.etype]
   if qdef and q_matmul_mode(ctx, hints) == "dequant_f16" then wt, qdef = dequant_f16(ctx, w), nil end
+  local gw, rows = M.gemv_params(ctx, qdef ~= nil, nil, N, K)
   local defs = {}
   if qdef then
     if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", w.attrs.name, w.etype, K) end
     defs = { qdef, LAYOUT_DEFINE[M.layout_of(wt)] }
     -- x as the unfused head's gemv_q takes it (M.gemv_q_x, `head`)
-    local gw, rows = M.gemv_params(ctx, true, 1, N, K)
     local xdefs = M.gemv_q_x(ctx, K, 1, gw, 1, rows, { N = N })
     local planes = 0
     for _, d in ipairs(xdefs) do
@@ -1248,7 +1249,6 @@ R.lm_head = function(ctx, n)
   if nwd then defs[#defs + 1] = nwd end
   if a.sample then defs[#defs + 1] = "DP_LMH_SAMPLE" end
   if a.logits then defs[#defs + 1] = "DP_LMH_LOGITS" end
-  local gw, rows = M.gemv_params(ctx, qdef ~= nil, nil, N, K)
   local nl = norm_layout(K, 1)
   if not qdef and gw % subgroup_size(ctx) ~= 0 then
     Graph.fail("lm_head at %s: the GEMV workgroup (%d) is not a multiple of the subgroup size (%d); "
