@@ -25,6 +25,10 @@
 --                     (gpu/profiler.h, as the other scripts);
 --   us_per_call_wall  wall clock over one submit of --iters calls (the recorder puts a barrier between
 --                     them: each rewrites y), divided by --iters; the median of 3 replays.
+-- Before either, the case's recording is replayed for at least --warmup-ms: an idle GPU runs at a low clock
+-- and raises it only under sustained load, and a case starts after the CPU has made its weights (quantised
+-- ones take seconds). Without it the H100 timed Gemma 3 1B's down projection (f16) at 25.5 us per call after
+-- quantised cases and at 9.7 us on its own, against 9.5 in the decode profile (docs/BENCHMARKS.md 19c).
 -- gb_s = weight_bytes / time, weight_bytes = the weight bytes the kernel streams per call (with
 -- q_matmul=dequant_f16, the f16 copies). One JSON line per case (keys in docs/BENCHMARKS.md), or --table.
 package.path = (arg[0]:match("^(.*/)") or "./") .. "?.lua;" .. package.path
@@ -65,6 +69,8 @@ local spec = {
     { "--iters", "N", "timed calls", type = "int", default = 50, min = 1 },
     { "--warmup", "N", "untimed calls (and replays) first (each copy's call at least once)", type = "int", default = 5,
       min = 0 },
+    { "--warmup-ms", "MS", "replay each case untimed for at least this long first (the GPU's clock rises under load)",
+      type = "number", default = 300, min = 0 },
     { "--copies", "N|auto", "weight copies cycled through (auto: 256 MiB of weights, at most 64)", default = "auto" },
     { "--hint", "KEY=VALUE", "kernel hint (gemv_wg, gemv_rows, gemv_unroll, gemv_q_wg, gemv_q_rows, gemv_q_unroll, q_layout, q_matmul, ...)",
       repeat_ = true },
@@ -260,6 +266,8 @@ local function time_case(dev, o, calls, caps)
   for i = 1, o.iters do seq[i] = calls[(i - 1) % C + 1] end
   local rec = record(dev, seq)
   for _ = 1, math.max(1, o.warmup) do rec:run() end
+  local t_warm = doppler.clock()
+  while (doppler.clock() - t_warm) * 1e3 < o.warmup_ms do rec:run() end
   local dts = {}
   for i = 1, 3 do
     local t0 = doppler.clock()

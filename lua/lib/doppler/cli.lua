@@ -42,6 +42,7 @@ local function convert(o, raw)
   elseif o.type == "number" then
     local v = tonumber(raw)
     if not v then error(("%s wants a number, got '%s'"):format(o[1], raw), 0) end
+    if o.min and v < o.min then error(("%s must be at least %s, got %s"):format(o[1], o.min, raw), 0) end
     return v
   elseif o.choices then
     for _, c in ipairs(o.choices) do if c == raw then return raw end end
