@@ -27,8 +27,8 @@
 --                     them: each rewrites y), divided by --iters; the median of 3 replays.
 -- Before either, the case's recording is replayed for at least --warmup-ms: an idle GPU runs at a low clock
 -- and raises it only under sustained load, and a case starts after the CPU has made its weights (quantised
--- ones take seconds). Without it the H100 timed Gemma 3 1B's down projection (f16) at 25.5 us per call after
--- quantised cases and at 9.7 us on its own, against 9.5 in the decode profile (docs/BENCHMARKS.md 19c).
+-- ones take seconds). Without it the H100 timed Gemma 3 1B's down projection (f16) at 27.6 us per call after
+-- quantised cases and at 9.6 us with it, against 9.6 in the decode profile (docs/BENCHMARKS.md 19d).
 -- gb_s = weight_bytes / time, weight_bytes = the weight bytes the kernel streams per call (with
 -- q_matmul=dequant_f16, the f16 copies). One JSON line per case (keys in docs/BENCHMARKS.md), or --table.
 package.path = (arg[0]:match("^(.*/)") or "./") .. "?.lua;" .. package.path
