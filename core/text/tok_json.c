@@ -70,6 +70,9 @@ static dp_status parse_json(const char *text, size_t len, const char *name, json
     if (len > INT32_MAX) return DP_FAIL(err, DP_EFORMAT, "%s: JSON larger than 2 GiB", name);
     json_tokener *tk = json_tokener_new_ex(64);
     if (!tk) return DP_FAIL(err, DP_ENOMEM, "%s: out of host memory", name);
+    /* JSON text is UTF-8 (RFC 8259), and HF's loader refuses anything else: so do we, by name, rather
+    ** than carry invalid bytes into token pieces and patterns. */
+    json_tokener_set_flags(tk, JSON_TOKENER_VALIDATE_UTF8);
     json_object *o = json_tokener_parse_ex(tk, text, (int)len);
     enum json_tokener_error je = json_tokener_get_error(tk);
     size_t at = json_tokener_get_parse_end(tk);
@@ -77,6 +80,10 @@ static dp_status parse_json(const char *text, size_t len, const char *name, json
     if (je == json_tokener_continue) {
         json_object_put(o);
         return DP_FAIL(err, DP_EFORMAT, "%s: JSON ends early (truncated file?)", name);
+    }
+    if (je == json_tokener_error_parse_utf8_string) {
+        json_object_put(o);
+        return DP_FAIL(err, DP_EFORMAT, "%s: not valid UTF-8 near byte %zu (JSON text must be UTF-8)", name, at);
     }
     if (je != json_tokener_success || !o) {
         json_object_put(o);

@@ -59,6 +59,16 @@ size_t dp_utf8_seq_len(const unsigned char *s, size_t n)
     return need + 1;
 }
 
+static bool utf8_valid(const char *p, size_t len)
+{
+    for (size_t i = 0; i < len;) {
+        size_t cl = dp_utf8_seq_len((const unsigned char *)p + i, len - i);
+        if (!cl) return false;
+        i += cl;
+    }
+    return true;
+}
+
 static int byte_token_value(const char *p, size_t len)
 {
     /* HF's ByteFallback decoder: exactly "<0x" + two hex digits + ">". */
@@ -264,10 +274,14 @@ dp_status dp_tokenizer_from_vocab(const dp_tok_vocab *v, dp_tokenizer **out, dp_
         int32_t prev;
         if (dp_strmap_get(&t->vocab, t->piece[i], len, &prev)) continue;   /* duplicates: lowest id */
         if ((st = dp_strmap_put(&t->vocab, t->piece[i], len, (int32_t)i, NULL, err)) != DP_OK) goto fail;
-        if (ty == DP_TOKTYPE_CONTROL || ty == DP_TOKTYPE_USER_DEFINED) {
-            if ((st = trie_add(t, t->piece[i], len, (int32_t)i, err)) != DP_OK) goto fail;
-            if (ty == DP_TOKTYPE_CONTROL) t->n_special++;
-        }
+        /* Added tokens are found in raw text. One that is not valid UTF-8 could match inside a
+        ** character and leave both neighbouring segments invalid, which the pre-tokenisers may assume
+        ** they are not (fuzz_tokenizer_json found an added token "\xB6" splitting "\xC3\xB6"): such a
+        ** token is never matched in text; it still decodes. */
+        if ((ty == DP_TOKTYPE_CONTROL || ty == DP_TOKTYPE_USER_DEFINED) && utf8_valid(t->piece[i], len) &&
+            (st = trie_add(t, t->piece[i], len, (int32_t)i, err)) != DP_OK)
+            goto fail;
+        if (ty == DP_TOKTYPE_CONTROL) t->n_special++;
     }
     t->special = malloc((t->n_special ? t->n_special : 1) * sizeof *t->special);
     if (!t->special) { st = DP_FAIL(err, DP_ENOMEM, "%s: out of host memory", name); goto fail; }
