@@ -283,6 +283,21 @@ local function q_matmul_mode(ctx, hints)
   return ctx.big_memory == "yes" and "dequant_f16" or "fused"
 end
 
+-- The LM head's weight (the fused head, and the linear doppler.session marks attrs.lm_head): hint
+-- q_matmul_head, or auto: as q_matmul, except that where q_matmul is itself auto and resolves to the f16
+-- copies, a Q8_0 head on a device with accelerated packed dot products stays in blocks and goes through the
+-- quantised head on int8 x (M.gemv_q_x's q8x2). Why: that head reads half the bytes of its f16 copy and, on
+-- int8 x, is no longer bound by its instructions (H100, Gemma 3 1B's 262,144 x 1152 head: 0.19 ms per token
+-- against the copy's 0.23, docs/BENCHMARKS.md 18b and 20b), and the copy's 604 MB are not made. Q6_K (Llama
+-- 3's head) takes five loads per unit and stayed slower than its copy (0.21 against 0.19): auto keeps the copy.
+local function q_matmul_head_mode(ctx, hints, w)
+  local mode = hints.q_matmul_head or "auto"
+  if mode ~= "auto" then return mode end
+  local base = q_matmul_mode(ctx, hints)
+  if base ~= "dequant_f16" or (hints.q_matmul or "auto") ~= "auto" then return base end
+  return (w.etype == "q8_0" and ctx.dev:caps().integer_dot_fast) and "fused" or base
+end
+
 -- The dtype a linear's weight has in the matrix kernels: a quantised weight that q_matmul turns into its f16
 -- copy is f16 there. The fusion rules that want one weight type per kernel (fusions.lua: qkv, gate_up)
 -- compare these, so that projections of different block types (Q4_K_M's v takes more bits than q and k in
@@ -421,9 +436,11 @@ end
 -- with q_matmul=dequant_f16 the ordinary kernels on an f16 copy.
 -- A linear's weight as the matrix kernels see it: (tensor, quant define or nil, weight dtype). With
 -- q_matmul=dequant_f16 a quantised weight becomes its f16 copy, so it takes the float kernels (and fusions).
-local function matrix_weight(ctx, w, hints)
+-- head: the weight is the LM head's (q_matmul_head_mode).
+local function matrix_weight(ctx, w, hints, head)
   local qdef = Q_DEFINE[w.etype]
-  if qdef and q_matmul_mode(ctx, hints) == "dequant_f16" then return dequant_f16(ctx, w), nil, "f16" end
+  local mode = qdef and (head and q_matmul_head_mode(ctx, hints, w) or q_matmul_mode(ctx, hints))
+  if mode == "dequant_f16" then return dequant_f16(ctx, w), nil, "f16" end
   return ctx.t(w), qdef, w.etype
 end
 
@@ -550,7 +567,7 @@ local function emit_linear(ctx, x, w, b, y)
   local N = y.bshape[#y.bshape]
   local T = numel(y.bshape) // N
   local hints = ctx.env.hints and ctx.env.hints.values or {}
-  local wt, qdef, wtype = matrix_weight(ctx, w, hints)
+  local wt, qdef, wtype = matrix_weight(ctx, w, hints, (y.attrs or {}).lm_head)
   local defs
   if qdef then
     if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", w.attrs.name, w.etype, K) end
@@ -1222,7 +1239,7 @@ R.lm_head = function(ctx, n)
   local a = n.attrs
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   local wt, qdef = ctx.t(w), Q_DEFINE[w.etype]
-  if qdef and q_matmul_mode(ctx, hints) == "dequant_f16" then wt, qdef = dequant_f16(ctx, w), nil end
+  if qdef and q_matmul_head_mode(ctx, hints, w) == "dequant_f16" then wt, qdef = dequant_f16(ctx, w), nil end
   local gw, rows = M.gemv_params(ctx, qdef ~= nil, nil, N, K)
   local defs = {}
   if qdef then
