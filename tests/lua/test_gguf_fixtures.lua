@@ -69,11 +69,11 @@ for _, f in ipairs(fixtures) do
 
   -- the third: two-plane int8 activations in gemv_q (gemv_q_x=q8x2, the H100's auto), which only T <= 4
   -- passes reach: token by token (one plane, q8, moved llama-q's logits by 0.70: it is not checked here)
-  -- and where the head is Q8_0, the H100's auto on such a file: the layers on their f16 copies, the head in
-  -- blocks on two-plane int8 activations (lower.lua, q_matmul_head)
+  -- and where the head is Q8_0, the H100's auto on such a file at T = 1: the layers on their f16 copies,
+  -- the head and gate+up in blocks on two-plane int8 activations (lower.lua, q_matmul_head, q_matmul_glu)
   local variants = { { "fused" }, { "dequant_f16" }, { "fused", "gemv_q_x=q8x2", "prefill_chunk=1" } }
   if (ref.tensor_types["output.weight"] or ref.tensor_types["token_embd.weight"]) == "Q8_0" then
-    variants[#variants + 1] = { "dequant_f16", "q_matmul_head=fused", "gemv_q_x=q8x2", "prefill_chunk=1" }
+    variants[#variants + 1] = { "dequant_f16", "q_matmul_head=fused", "q_matmul_glu=fused", "gemv_q_x=q8x2", "prefill_chunk=1" }
   end
   for _, v in ipairs(variants) do
     local qm, extra = v[1], { "--hint", "q_matmul=" .. v[1] }
@@ -82,7 +82,7 @@ for _, f in ipairs(fixtures) do
     check.case(name .. ": default mode, q_matmul=" .. label .. ", every row within 0.5; argmax = reference's (greedy ids) where margin > 1", function()
       local l = logits_for(model, ref.all_ids, extra)
       local d, row = max_diff(l, expected, T, V)
-      measured[#measured + 1] = ("default/%s %.3g"):format(#v > 1 and (v[2]:match("^q_matmul_head") and "copies+head q8x2" or "q8x2") or qm, d)
+      measured[#measured + 1] = ("default/%s %.3g"):format(#v > 1 and (v[2]:match("^q_matmul_head") and "copies+head,glu q8x2" or "q8x2") or qm, d)
       if d > 0.5 then error(("max abs %.4g at row %d"):format(d, row)) end
       -- every row's top-1 where the reference has a clear one; in the continuation that is the greedy id
       for t = 0, T - 1 do

@@ -45,6 +45,8 @@ M.known = {
                     doc = "linears with quantised weights: decode in the matrix kernel, or an f16 copy made once per weight; auto: dequant_f16 on devices with at least 16 GiB of device memory (it decoded faster on the H100) unless precision=f32 (an f16 copy would round the weights), fused elsewhere (it keeps a quantised model within small memories such as lavapipe's 2 GiB)" },
   q_matmul_head = { values = { "auto", "fused", "dequant_f16" }, default = "auto",
                     doc = "the same for the LM head's weight; auto: as q_matmul, except that where q_matmul is auto and gives the f16 copies, a Q8_0 head on a device with accelerated integer dot products stays in blocks (the quantised head on int8 activations read half the bytes and ran faster on the H100; no 600 MB copy for Gemma 3)" },
+  q_matmul_glu  = { values = { "auto", "fused", "dequant_f16" }, default = "auto",
+                    doc = "the same for the gate and up projections taken in one pass; auto: as q_matmul, except that where q_matmul is auto and gives the f16 copies, decode (up to 4 tokens) of a pair of one block type on a device with accelerated integer dot products reads the blocks (faster than the copies on the H100) and prefill keeps the copies" },
   q_layout      = { values = { "row_wise", "column_wise", "flat" }, default = "row_wise",
                     doc = "device storage order of quantised matrices kept as blocks (docs/QUANTIZATION.md, Weight layouts)" },
   q4k_layout    = { values = { "auto", "row_wise", "column_wise", "flat" }, default = "auto",

@@ -298,6 +298,20 @@ local function q_matmul_head_mode(ctx, hints, w)
   return (w.etype == "q8_0" and ctx.dev:caps().integer_dot_fast) and "fused" or base
 end
 
+-- gate+up in one pass (R.glu_linear) with `T` tokens, weights wg and wu: hint q_matmul_glu, or auto: as
+-- q_matmul, except that where q_matmul is itself auto and resolves to the f16 copies, decode (T <= 4) of a
+-- pair of one block type on a device with accelerated packed dot products reads the blocks (gemv_q, DP_GLU,
+-- on int8 x where M.gemv_q_x takes it) and prefill keeps the copies (gemm_cm). Why: on the H100 that pass
+-- beat the copies' gemv_multi (Llama 3.2 1B Q4_K_M 0.31 against 0.41 ms per token, Gemma 3 1B 0.35 against
+-- 0.38; docs/BENCHMARKS.md 18h and 20c), while the other fused GEMVs stayed slower than their copies.
+local function q_matmul_glu_mode(ctx, hints, wg, wu, T)
+  local mode = hints.q_matmul_glu or "auto"
+  if mode ~= "auto" then return mode end
+  local base = q_matmul_mode(ctx, hints)
+  if base ~= "dequant_f16" or (hints.q_matmul or "auto") ~= "auto" or T > 4 or wg.etype ~= wu.etype then return base end
+  return ctx.dev:caps().integer_dot_fast and "fused" or base
+end
+
 -- The dtype a linear's weight has in the matrix kernels: a quantised weight that q_matmul turns into its f16
 -- copy is f16 there. The fusion rules that want one weight type per kernel (fusions.lua: qkv, gate_up)
 -- compare these, so that projections of different block types (Q4_K_M's v takes more bits than q and k in
@@ -436,10 +450,10 @@ end
 -- with q_matmul=dequant_f16 the ordinary kernels on an f16 copy.
 -- A linear's weight as the matrix kernels see it: (tensor, quant define or nil, weight dtype). With
 -- q_matmul=dequant_f16 a quantised weight becomes its f16 copy, so it takes the float kernels (and fusions).
--- head: the weight is the LM head's (q_matmul_head_mode).
-local function matrix_weight(ctx, w, hints, head)
+-- mode: the q_matmul value for this weight where it has its own (q_matmul_head_mode, q_matmul_glu_mode).
+local function matrix_weight(ctx, w, hints, mode)
   local qdef = Q_DEFINE[w.etype]
-  local mode = qdef and (head and q_matmul_head_mode(ctx, hints, w) or q_matmul_mode(ctx, hints))
+  mode = qdef and (mode or q_matmul_mode(ctx, hints))
   if mode == "dequant_f16" then return dequant_f16(ctx, w), nil, "f16" end
   return ctx.t(w), qdef, w.etype
 end
@@ -567,7 +581,7 @@ local function emit_linear(ctx, x, w, b, y)
   local N = y.bshape[#y.bshape]
   local T = numel(y.bshape) // N
   local hints = ctx.env.hints and ctx.env.hints.values or {}
-  local wt, qdef, wtype = matrix_weight(ctx, w, hints, (y.attrs or {}).lm_head)
+  local wt, qdef, wtype = matrix_weight(ctx, w, hints, (y.attrs or {}).lm_head and q_matmul_head_mode(ctx, hints, w))
   local defs
   if qdef then
     if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", w.attrs.name, w.etype, K) end
@@ -984,8 +998,9 @@ R.glu_linear = function(ctx, n)
   local N, K = n.bshape[#n.bshape], x.bshape[#x.bshape]
   local T = numel(n.bshape) // N
   local hints = ctx.env.hints and ctx.env.hints.values or {}
-  local tg, qdef, wtype = matrix_weight(ctx, wg, hints)
-  local tu = matrix_weight(ctx, wu, hints)
+  local mode = Q_DEFINE[wg.etype] and q_matmul_glu_mode(ctx, hints, wg, wu, T)
+  local tg, qdef, wtype = matrix_weight(ctx, wg, hints, mode)
+  local tu = matrix_weight(ctx, wu, hints, mode)
   local kind = (n.attrs.kind == "silu") and 1 or 0
   if T > 4 and not gemm_cm_refusal(ctx, qdef, wtype, x, K, nil) and (hints.matmul or "auto") ~= "gemv" then
     -- prefill: both products on the matrix units, the activation in the epilogue (gemm_cm.comp, DP_GLU)

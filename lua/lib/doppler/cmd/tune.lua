@@ -36,7 +36,7 @@ local spec = {
     { "--dry-run", nil, "measure and print, but do not write the cache" },
   },
   epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_q_wg, gemv_q_rows, gemv_q_unroll, gemv_q_x, q_matmul,\n" ..
-           "q_matmul_head, lm_head_groups, " ..
+           "q_matmul_head, q_matmul_glu, lm_head_groups, " ..
            "attention_splits, attention_min_chunk, attention_unroll, decode_chunk (and q_layout for quantised models: reloads the weights).",
 }
 
@@ -47,6 +47,9 @@ local KNOBS = {
     applies = function(c) return c.quantised end },
   -- the LM head alone (a Q8_0 head in blocks on int8 x beat its f16 copy on the H100, a Q6_K one did not)
   { "q_matmul_head", full = { "fused", "dequant_f16" }, quick = { "fused", "dequant_f16" },
+    applies = function(c) return c.quantised end },
+  -- gate+up alone (in blocks on int8 x it beat its f16 copies on the H100, where the other GEMVs did not)
+  { "q_matmul_glu", full = { "fused", "dequant_f16" }, quick = { "fused", "dequant_f16" },
     applies = function(c) return c.quantised end },
   { "q_layout", full = { "row_wise", "column_wise", "flat" }, reload = true,
     applies = function(c) return c.quantised end },
