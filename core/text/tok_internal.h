@@ -63,5 +63,7 @@ uint32_t dp_tok_byte_to_cp(uint8_t b);
 
 /* Length of the valid UTF-8 sequence at s[0..n) (1..4), or 0 if it is invalid or incomplete. */
 size_t dp_utf8_seq_len(const unsigned char *s, size_t n);
+/* Whether s[0..n) is whole, valid UTF-8 characters (dp_utf8_seq_len's rules; NUL is a character). */
+bool dp_utf8_whole(const char *s, size_t n);
 
 #endif

@@ -59,10 +59,10 @@ size_t dp_utf8_seq_len(const unsigned char *s, size_t n)
     return need + 1;
 }
 
-static bool utf8_valid(const char *p, size_t len)
+bool dp_utf8_whole(const char *s, size_t n)
 {
-    for (size_t i = 0; i < len;) {
-        size_t cl = dp_utf8_seq_len((const unsigned char *)p + i, len - i);
+    for (size_t i = 0; i < n;) {
+        size_t cl = dp_utf8_seq_len((const unsigned char *)s + i, n - i);
         if (!cl) return false;
         i += cl;
     }
@@ -278,7 +278,7 @@ dp_status dp_tokenizer_from_vocab(const dp_tok_vocab *v, dp_tokenizer **out, dp_
         ** character and leave both neighbouring segments invalid, which the pre-tokenisers may assume
         ** they are not (fuzz_tokenizer_json found an added token "\xB6" splitting "\xC3\xB6"): such a
         ** token is never matched in text; it still decodes. */
-        if ((ty == DP_TOKTYPE_CONTROL || ty == DP_TOKTYPE_USER_DEFINED) && utf8_valid(t->piece[i], len) &&
+        if ((ty == DP_TOKTYPE_CONTROL || ty == DP_TOKTYPE_USER_DEFINED) && dp_utf8_whole(t->piece[i], len) &&
             (st = trie_add(t, t->piece[i], len, (int32_t)i, err)) != DP_OK)
             goto fail;
         if (ty == DP_TOKTYPE_CONTROL) t->n_special++;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/text/tok_internal.h"   /* dp_utf8_seq_len */
+#include "core/text/tok_internal.h"   /* dp_utf8_whole */
 #include "core/text/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -43,16 +43,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static bool valid_utf8(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        size_t cl = dp_utf8_seq_len((const unsigned char *)s + i, n - i);
-        if (!cl) return false;
-        i += cl;
-    }
-    return true;
-}
-
 static void check_decode(const dp_tokenizer *tok, const int32_t *ids, size_t n, bool skip, const char *expect, size_t elen)
 {
     dp_err err = {0};
@@ -62,7 +52,7 @@ static void check_decode(const dp_tokenizer *tok, const int32_t *ids, size_t n, 
         if (whole || !err.msg[0]) abort();
         return;
     }
-    if (!valid_utf8(whole, wlen)) abort();
+    if (!dp_utf8_whole(whole, wlen)) abort();
     if (expect && (wlen != elen || memcmp(whole, expect, elen) != 0)) abort();
     dp_detok *d = NULL;
     if (dp_detok_create(tok, skip, &d, &err) != DP_OK) abort();
@@ -71,7 +61,7 @@ static void check_decode(const dp_tokenizer *tok, const int32_t *ids, size_t n, 
         const char *piece;
         size_t pl;
         dp_status st = i < n ? dp_detok_push(d, ids[i], &piece, &pl, &err) : dp_detok_finish(d, &piece, &pl, &err);
-        if (st != DP_OK || !valid_utf8(piece, pl) || at + pl > wlen || memcmp(whole + at, piece, pl) != 0) abort();
+        if (st != DP_OK || !dp_utf8_whole(piece, pl) || at + pl > wlen || memcmp(whole + at, piece, pl) != 0) abort();
         at += pl;
     }
     if (at != wlen) abort();
@@ -91,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int32_t *ids = NULL;
     size_t n = 0;
     dp_status st = dp_tokenizer_encode(tok, text, len, bos, &ids, &n, &err);
-    if ((st == DP_OK) != valid_utf8(text, len)) abort();
+    if ((st == DP_OK) != dp_utf8_whole(text, len)) abort();
     if (st == DP_OK) {
         bool lossless = tok == g_tok[0] && !bos && !skip;
         check_decode(tok, ids, n, skip, lossless ? text : NULL, len);
