@@ -205,6 +205,38 @@ for _, c in ipairs(cases) do
   end)
 end
 
+check.case("q_matmul_head / q_matmul_glu auto: blocks beside the f16 copies only where q_matmul's auto gives copies and dot products are fast", function()
+  -- a device like the H100 (80 GiB, fast packed dot products), one with slow dot products, one with 2 GiB
+  local function c(gib, fast, set)
+    local h = hints.new()
+    for k, v in pairs(set or {}) do h:set(k, v, "test") end
+    return { dev = { caps = function() return { name = "fake", integer_dot = true, integer_dot_fast = fast,
+                                                 device_local_bytes = gib << 30, max_shared_memory = 49152 } end },
+             env = { act = "f16", hints = h } }
+  end
+  local function vals(ctx) return ctx.env.hints.values end
+  local q8, q6, q4 = { etype = "q8_0" }, { etype = "q6_k" }, { etype = "q4_k" }
+  local big = c(80, true)
+  check.eq(lower.q_matmul_head_mode(big, vals(big), q8), "fused", "Q8_0 head on the big device: blocks")
+  check.eq(lower.q_matmul_head_mode(big, vals(big), q6), "dequant_f16", "Q6_K head: its copy")
+  check.eq(lower.q_matmul_glu_mode(big, vals(big), q4, q4, 1), "fused", "gate+up, one type, decode: blocks")
+  check.eq(lower.q_matmul_glu_mode(big, vals(big), q4, q4, 4), "fused", "... up to 4 tokens")
+  check.eq(lower.q_matmul_glu_mode(big, vals(big), q4, q4, 5), "dequant_f16", "prefill: the copies")
+  check.eq(lower.q_matmul_glu_mode(big, vals(big), q4, q6, 1), "dequant_f16", "gate and up of two types: the copies")
+  local slow = c(80, false)
+  check.eq(lower.q_matmul_head_mode(slow, vals(slow), q8), "dequant_f16", "slow dot products: the head's copy")
+  check.eq(lower.q_matmul_glu_mode(slow, vals(slow), q4, q4, 1), "dequant_f16", "slow dot products: gate+up's copies")
+  local small = c(2, true)
+  check.eq(lower.q_matmul_head_mode(small, vals(small), q6), "fused", "small memory: fused as q_matmul")
+  check.eq(lower.q_matmul_glu_mode(small, vals(small), q4, q4, 5), "fused", "small memory, prefill: fused as q_matmul")
+  local pinned = c(80, true, { q_matmul = "dequant_f16" })
+  check.eq(lower.q_matmul_head_mode(pinned, vals(pinned), q8), "dequant_f16", "explicit q_matmul: the head follows")
+  check.eq(lower.q_matmul_glu_mode(pinned, vals(pinned), q4, q4, 1), "dequant_f16", "explicit q_matmul: gate+up follows")
+  local own = c(80, true, { q_matmul_head = "dequant_f16", q_matmul_glu = "fused" })
+  check.eq(lower.q_matmul_head_mode(own, vals(own), q8), "dequant_f16", "explicit q_matmul_head wins")
+  check.eq(lower.q_matmul_glu_mode(own, vals(own), q4, q6, 9), "fused", "explicit q_matmul_glu wins at any T")
+end)
+
 check.case("auto: q8x2 where dot products are fast and >= 16 row dot products share a staging, and for the LM head; explicit modes; a staging that does not fit is refused", function()
   local ctx = { dev = dev, env = { act = "f16", hints = hints.new() } }
   -- A device whose packed dot products are accelerated (the H100's caps) and one where they are not.

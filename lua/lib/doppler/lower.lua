@@ -283,34 +283,38 @@ local function q_matmul_mode(ctx, hints)
   return ctx.big_memory == "yes" and "dequant_f16" or "fused"
 end
 
--- The LM head's weight (the fused head, and the linear doppler.session marks attrs.lm_head): hint
--- q_matmul_head, or auto: as q_matmul, except that where q_matmul is itself auto and resolves to the f16
--- copies, a Q8_0 head on a device with accelerated packed dot products stays in blocks and goes through the
--- quantised head on int8 x (M.gemv_q_x's q8x2). Why: that head reads half the bytes of its f16 copy and, on
--- int8 x, is no longer bound by its instructions (H100, Gemma 3 1B's 262,144 x 1152 head: 0.19 ms per token
--- against the copy's 0.23, docs/BENCHMARKS.md 18b and 20b), and the copy's 604 MB are not made. Q6_K (Llama
--- 3's head) takes five loads per unit and stayed slower than its copy (0.21 against 0.19): auto keeps the copy.
-local function q_matmul_head_mode(ctx, hints, w)
-  local mode = hints.q_matmul_head or "auto"
-  if mode ~= "auto" then return mode end
+-- A weight with a q_matmul hint of its own (`key`): that hint's value, or under auto q_matmul's, and whether
+-- auto may keep the weight in blocks anyway: where q_matmul is itself auto and resolves to the f16 copies,
+-- on a device with accelerated packed dot products (the blocks then go through int8 x, M.gemv_q_x).
+local function own_q_matmul(ctx, hints, key)
+  local mode = hints[key] or "auto"
+  if mode ~= "auto" then return mode, false end
   local base = q_matmul_mode(ctx, hints)
-  if base ~= "dequant_f16" or (hints.q_matmul or "auto") ~= "auto" then return base end
-  return (w.etype == "q8_0" and ctx.dev:caps().integer_dot_fast) and "fused" or base
+  return base, base == "dequant_f16" and (hints.q_matmul or "auto") == "auto" and ctx.dev:caps().integer_dot_fast
 end
 
--- gate+up in one pass (R.glu_linear) with `T` tokens, weights wg and wu: hint q_matmul_glu, or auto: as
--- q_matmul, except that where q_matmul is itself auto and resolves to the f16 copies, decode (T <= 4) of a
--- pair of one block type on a device with accelerated packed dot products reads the blocks (gemv_q, DP_GLU,
--- on int8 x where M.gemv_q_x takes it) and prefill keeps the copies (gemm_cm). Why: on the H100 that pass
--- beat the copies' gemv_multi (Llama 3.2 1B Q4_K_M 0.31 against 0.41 ms per token, Gemma 3 1B 0.35 against
--- 0.38; docs/BENCHMARKS.md 18h and 20c), while the other fused GEMVs stayed slower than their copies.
-local function q_matmul_glu_mode(ctx, hints, wg, wu, T)
-  local mode = hints.q_matmul_glu or "auto"
-  if mode ~= "auto" then return mode end
-  local base = q_matmul_mode(ctx, hints)
-  if base ~= "dequant_f16" or (hints.q_matmul or "auto") ~= "auto" or T > 4 or wg.etype ~= wu.etype then return base end
-  return ctx.dev:caps().integer_dot_fast and "fused" or base
+-- The LM head's weight (the fused head, and the linear doppler.session marks attrs.lm_head): hint
+-- q_matmul_head; auto keeps a Q8_0 head in blocks where own_q_matmul allows. Why: that head reads half the
+-- bytes of its f16 copy and, on int8 x, is no longer bound by its instructions (H100, Gemma 3 1B's 262,144 x
+-- 1152 head: 0.19 ms per token against the copy's 0.23, docs/BENCHMARKS.md 18b and 20b), and the copy's 604
+-- MB are not made. Q6_K (Llama 3's head) takes five loads per unit and stayed slower than its copy (0.21
+-- against 0.19): auto keeps the copy.
+local function q_matmul_head_mode(ctx, hints, w)
+  local mode, may_keep = own_q_matmul(ctx, hints, "q_matmul_head")
+  return (may_keep and w.etype == "q8_0") and "fused" or mode
 end
+
+-- gate+up in one pass (R.glu_linear) with `T` tokens, weights wg and wu: hint q_matmul_glu; auto reads the
+-- blocks at decode (T <= 4) of a pair of one block type where own_q_matmul allows (gemv_q, DP_GLU), and
+-- prefill keeps the copies (gemm_cm). Why: on the H100 that pass beat the copies' gemv_multi (Llama 3.2 1B
+-- Q4_K_M 0.31 against 0.41 ms per token, Gemma 3 1B 0.35 against 0.37; docs/BENCHMARKS.md 18h and 20c),
+-- while the other fused GEMVs stayed slower than their copies.
+local function q_matmul_glu_mode(ctx, hints, wg, wu, T)
+  local mode, may_keep = own_q_matmul(ctx, hints, "q_matmul_glu")
+  return (may_keep and T <= 4 and wg.etype == wu.etype) and "fused" or mode
+end
+
+M.q_matmul_head_mode, M.q_matmul_glu_mode = q_matmul_head_mode, q_matmul_glu_mode   -- tests check the rules
 
 -- The dtype a linear's weight has in the matrix kernels: a quantised weight that q_matmul turns into its f16
 -- copy is f16 there. The fusion rules that want one weight type per kernel (fusions.lua: qkv, gate_up)
