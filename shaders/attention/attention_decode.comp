@@ -6,14 +6,16 @@
 //     clen = max(min_chunk, ceil(n / n_chunks)) keys; chunk c covers lo + c * clen .. (clen keys, up to qp);
 //     nc = ceil(n / clen) chunks hold keys, the others exit at once (so the dispatch size does not depend on
 //     the context length: one recorded command buffer serves every step);
-//   a workgroup per (kv head, chunk, token) computes for each of the G = n_q_heads / n_kv_heads q heads
-//   sharing that kv head (so K and V are read once for all of them) the chunk's partial softmax:
+//   a workgroup per (head group, chunk, token) computes for each of its G q heads (a group: GS groups share
+//   one kv head, so G * GS = n_q_heads / n_kv_heads; GS = 1 reads K and V once for all the kv head's q heads,
+//   GS > 1 reads them once per group from L2 but gives each workgroup fewer heads: fewer registers, so
+//   wider workgroups hold more keys per round) the chunk's partial softmax:
 //     m = max_j s_j,  l = sum_j exp(s_j - m),  ov[:] = sum_j exp(s_j - m) V_j[:]
 //   with one chunk (nc = 1) it writes o = ov / l directly; otherwise it stores the partial and the LAST
-//   workgroup of its (kv head, token) to finish merges all nc partials:
+//   workgroup of its (head group, token) to finish merges all nc partials:
 //     o[:] = sum_c exp(m_c - M) ov_c[:] / sum_c exp(m_c - M) l_c,   M = max_c m_c.
 // "Last": after storing its partials (coherent) and a buffer memory barrier, each workgroup increments
-// counter[t * n_kv_heads + hk] atomically; the one that sees nc - 1 merges and sets the counter back to 0,
+// counter[t * n_groups + group] atomically; the one that sees nc - 1 merges and sets the counter back to 0,
 // so the buffer is ready for the next replay of the recorded command buffer (no host reset; it must be
 // zero when first used). Partial slots of empty chunks are never read.
 // Method: the workgroup is cut into clusters of LK lanes (inside one subgroup); a cluster reads UK key rows
@@ -29,15 +31,15 @@
 // sums each output element's partials in chunk order (more than MB chunks: MB further loads at a time).
 // Variants (lower.lua picks them per head_dim, hints attention_lanes / attention_wg / attention_unroll
 // override): LK, WG and UK.
-// Dispatch: (n_kv_heads, n_chunks, n_tokens).
+// Dispatch: (n_groups = n_kv_heads * GS, n_chunks, n_tokens); group x holds q heads x * G .. x * G + G - 1.
 // Push:  q (ACT [T, n_q_heads, D], read)  k, v (ACT [T, n_kv_heads, D], read)
 //        kc, vc (KV [n_kv_heads, cap, D], read)  pos (u32 [T], read)  o (ACT [T, n_q_heads, D], write)
 //        part_o (f32 [T, n_q_heads, n_chunks, D], read-write)  part_ml (f32 [T, n_q_heads, n_chunks, 2]: m, l)
-//        counter (u32 [T * n_kv_heads], read-write, zero between dispatches)
+//        counter (u32 [T * n_groups], read-write, zero between dispatches)
 //        n_tokens, n_q_heads, n_kv_heads, cap, window, scale, softcap, q_stride, kv_stride (as attention.comp),
 //        n_chunks (<= MAX_CHUNKS = 64), min_chunk (>= 1)
 // Spec:  WG  workgroup size, a multiple of LK (default 128); UK  key rows per cluster per round (default 4; lower.lua picks 2)
-//        D   head_dim (default 256); G  q heads per kv head (default 1)
+//        D   head_dim (default 256); G  q heads per workgroup (default 1); GS  workgroups per kv head (default 1)
 //        LK  lanes per key row: a power of two <= the subgroup size, D / LK a multiple of VEC (8 with
 //            DP_KV_F16, else 4); the host picks min(subgroup size, D / VEC) unless a hint says otherwise
 // Defines: DP_ACT_F16, DP_KV_F16, DP_ROPE_QK (below), DP_QK_NORM and DP_W_F32 | DP_W_F16 | DP_W_BF16 (with it)
@@ -47,14 +49,15 @@
 // unnormed); each workgroup computes, exactly as rope_kv.comp does (its lanes, order and rounding points):
 //   its G q rows of token t: [rmsnorm (DP_QK_NORM)], rope, rounded to the activation type (rope_kv's store);
 //   the new keys it covers (positions >= pos[0], tokens ua ..): the same for k of kv head hk;
-// staged in shared memory (rope pairs i, i + ROT/2 cross lanes). The workgroup of chunk 0 of (hk, t) also
+// staged in shared memory (rope pairs i, i + ROT/2 cross lanes). The workgroup of chunk 0 of (hk, t) (its first
+// group, where GS > 1) also
 // appends k (roped) and v of token t to the caches at slot pos[t] % cap (unless a later token of the call
 // takes the slot, as kv_append). No workgroup reads a slot being written: attention reads only keys
 // j < pos[0] from the caches, and those slots differ from every pos[t] % cap where the rope_kv rule allows
 // appending before attention (global layers, or cap >= window + T - 1), which attention_rope requires.
 // The first round's cache rows (and v rows) are loaded before the prologue, so their latency overlaps it.
 // With DP_ROPE_QK the push block changes (128 bytes at most): n_tokens, n_q_heads, n_kv_heads, n_chunks
-// come from the dispatch shape (T = z, n_kv_heads = x, n_q_heads = G x, n_chunks = y), min_chunk is a
+// come from the dispatch shape (T = z, n_kv_heads = x / GS, n_q_heads = G x, n_chunks = y), min_chunk is a
 // spec constant, kc, vc are read-write, and it adds
 //   inv_freq (f32 [ROT / 2], read), with DP_QK_NORM qw, kw (W [D], read);
 //   spec: MINC (min_chunk), ROT (rotary dims, even, <= D), NL (rmsnorm's lanes per row for D: a power of two
@@ -75,6 +78,7 @@ layout(constant_id = 1) const uint D = 256;
 layout(constant_id = 2) const uint G = 1;
 layout(constant_id = 3) const uint LK = 32;
 layout(constant_id = 4) const uint UK = 4;
+layout(constant_id = 10) const uint GS = 1;
 #ifdef DP_ROPE_QK
 layout(constant_id = 5) const uint MINC = 1;
 layout(constant_id = 6) const uint ROT = 256;
@@ -115,7 +119,7 @@ layout(push_constant) uniform Push {
     uint    kv_stride;
 } p;
 #define N_Q_HEADS  (gl_NumWorkGroups.x * G)
-#define N_KV_HEADS gl_NumWorkGroups.x
+#define N_KV_HEADS (gl_NumWorkGroups.x / GS)
 #define N_CHUNKS   gl_NumWorkGroups.y
 #define MIN_CHUNK  MINC
 #define KC_IN      KV_In(uint64_t(p.kc))
@@ -250,10 +254,10 @@ float act_round(float x) { return float(ACT_T(x)); }
 
 // rope_kv.comp's work for this workgroup's rows, in its lane layout (NL lanes per row, norm_rows.glsl, so the
 // norm sums in rmsnorm's lanes and order) and with its rounding points: rows 0 .. G-1 are the q heads
-// hk * G + g of token t, rows G .. G + nkr - 1 the k rows of kv head hk for tokens ua, ua + 1, ...; the
+// hx * G + g of token t, rows G .. G + nkr - 1 the k rows of kv head hk for tokens ua, ua + 1, ...; the
 // results go to q_s and ks_s (rounded to the activation type, as rope_kv stores q and k), and the workgroup
 // of chunk 0 appends token t's k and v. Called by every invocation (barriers inside).
-void rope_prologue(uint hk, uint c, uint t, uint ua, uint nkr, uint qs, uint ks)
+void rope_prologue(uint hx, uint hk, uint c, uint t, uint ua, uint nkr, uint qs, uint ks)
 {
     const uint EPN = (D + NL - 1u) / NL;   // elements per lane
     uint rw, ln;
@@ -264,7 +268,7 @@ void rope_prologue(uint hk, uint c, uint t, uint ua, uint nkr, uint qs, uint ks)
         uint row = r0 + rw;
         bool live = row < nrows, is_q = row < G;
         uint u = is_q ? t : ua + (row - G);         // the row's token
-        uint base = is_q ? t * qs + (hk * G + row) * D : u * ks + hk * D;
+        uint base = is_q ? t * qs + (hx * G + row) * D : u * ks + hk * D;
         ACT_In x = is_q ? p.q : p.k;
         // Everything the row needs from memory is loaded here, with x: the norm weights, the position and
         // the RoPE frequencies do not depend on the sums, and loaded after a barrier each would be one more
@@ -298,7 +302,7 @@ void rope_prologue(uint hk, uint c, uint t, uint ua, uint nkr, uint qs, uint ks)
         barrier();
         if (live) {
             const uint half_rot = ROT / 2u;
-            bool append = !is_q && c == 0u && u == t && uint64_t(tp) + p.cap > uint64_t(tp_last);
+            bool append = !is_q && c == 0u && hx % GS == 0u && u == t && uint64_t(tp) + p.cap > uint64_t(tp_last);
             uint dst = (hk * p.cap + tp % p.cap) * D;
             [[unroll]] for (uint e = 0u; e < EPN; e++) {
                 uint i = ln + e * NL;
@@ -326,7 +330,8 @@ void rope_prologue(uint hk, uint c, uint t, uint ua, uint nkr, uint qs, uint ks)
 
 void main()
 {
-    uint hk = gl_WorkGroupID.x, c = gl_WorkGroupID.y, t = gl_WorkGroupID.z, tid = gl_LocalInvocationID.x;
+    uint hx = gl_WorkGroupID.x, c = gl_WorkGroupID.y, t = gl_WorkGroupID.z, tid = gl_LocalInvocationID.x;
+    uint hk = hx / GS;   // the kv head of this workgroup's G q heads
     uint p0 = p.pos.v[0u], qp = p.pos.v[t];
     uint lo = (p.window > 0u && qp >= p.window) ? qp - p.window + 1u : 0u;
     uint n = qp - lo + 1u;
@@ -360,11 +365,11 @@ void main()
             load_row(p.v, VC_IN, j, hk, ln, p0, ks, vec_ok, row);
             [[unroll]] for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
         }
-    rope_prologue(hk, c, t, ua, nkr, qs, ks);
+    rope_prologue(hx, hk, c, t, ua, nkr, qs, ks);
 #endif
     float qr[G * EPL], oa[G * EPL], m[G], l[G];
     [[unroll]] for (uint g = 0u; g < G; g++) {
-        uint qb = t * qs + (hk * G + g) * D;
+        uint qb = t * qs + (hx * G + g) * D;
         [[unroll]] for (uint i = 0u; i < NVL; i++)
             [[unroll]] for (uint e = 0u; e < VEC; e++) {
 #ifdef DP_ROPE_QK
@@ -461,7 +466,7 @@ void main()
         barrier();
         float L = 0.0;
         [[unroll]] for (uint x = 0u; x < NCL; x++) L += red_ml[(x * G + g) * 2u + 1u] * exp(red_ml[(x * G + g) * 2u] - M);
-        uint head = t * N_Q_HEADS + hk * G + g;
+        uint head = t * N_Q_HEADS + hx * G + g;
         uint slot = head * N_CHUNKS + c;
         for (uint d = tid; d < D; d += WG) {
             float acc = 0.0;
@@ -481,7 +486,7 @@ void main()
     memoryBarrierBuffer();
     barrier();
     if (tid == 0u) {
-        uint ci = t * N_KV_HEADS + hk;
+        uint ci = t * gl_NumWorkGroups.x + hx;
         bool last = atomicAdd(p.counter.v[ci], 1u) == nc - 1u;
         if (last) atomicExchange(p.counter.v[ci], 0u);   // ready for the next replay
         last_s = last;
@@ -497,12 +502,12 @@ void main()
     float po[EPT * MB];
     [[unroll]] for (uint e = 0u; e < EPT; e++) {
         uint i = min(tid + e * WG, G * D - 1u);
-        uint base = (t * N_Q_HEADS + hk * G + i / D) * N_CHUNKS;
+        uint base = (t * N_Q_HEADS + hx * G + i / D) * N_CHUNKS;
         [[unroll]] for (uint x = 0u; x < MB; x++) po[e * MB + x] = p.part_o.v[(base + min(x, nc - 1u)) * D + i % D];
     }
     for (uint i = tid; i < G * nc; i += WG) {
         uint g = i / nc, x = i % nc;
-        uint slot = (t * N_Q_HEADS + hk * G + g) * N_CHUNKS + x;
+        uint slot = (t * N_Q_HEADS + hx * G + g) * N_CHUNKS + x;
         mg_w(g * MAX_CHUNKS + x) = p.part_ml.v[slot * 2u];
         mg_l(g * MAX_CHUNKS + x) = p.part_ml.v[slot * 2u + 1u];
     }
@@ -525,7 +530,7 @@ void main()
         uint i = tid + e * WG;
         if (i >= G * D) break;
         uint g = i / D, d = i % D;
-        uint head = t * N_Q_HEADS + hk * G + g;
+        uint head = t * N_Q_HEADS + hx * G + g;
         uint base = head * N_CHUNKS;
         float acc = 0.0;
         [[unroll]] for (uint x = 0u; x < MB; x++)

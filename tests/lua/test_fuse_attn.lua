@@ -10,7 +10,8 @@
 --   after a 3-token pass (T <= 4 takes it too); fusion=-attention_rope leaves rope_kv;
 --   attention_decode's merge is in the kernel (no attention_reduce dispatch); the hints attention_lanes /
 --   attention_wg pick other variants with the same logits, and a value that does not suit the head_dim or
---   the device is an error listing the valid ones.
+--   the device is an error listing the valid ones; auto takes one q head per workgroup, and attention_heads
+--   puts more of a kv head's q heads in one (the plan's spec constants G and GS say so) with the same logits.
 -- The kernels themselves are tested against core/ref in tests/unit (test_k_rope_kv.c, test_k_norm.c,
 -- test_k_attention_flash.c); the fixture tests check the fused models against the references.
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
@@ -23,7 +24,8 @@ local recipes = require "doppler.recipes"
 local PROMPT = { 2, 17, 5, 33, 8, 11, 4, 29, 3, 7, 19 }
 
 -- Feeds PROMPT one token at a time (or its first `first` tokens as one pass, then one at a time); returns
--- every pass's logits (a list of rows) and the last T = 1 plan's kernel names (and the first pass's).
+-- every pass's logits (a list of rows) and the last T = 1 plan's kernel names (and the first pass's, then the
+-- last plan's kernel descriptions: file, defines, constants).
 local function steps(name, hint_list, first)
   local path = check.fixtures .. "/models/" .. name
   local h = hints.new()
@@ -44,8 +46,9 @@ local function steps(name, hint_list, first)
   end
   local names = {}
   for i, k in ipairs(s.last_plan.kernel_log) do names[i] = k:name() end
+  local specs = s.last_plan.kernel_specs
   m:close()
-  return rows, names, names0
+  return rows, names, names0, specs
 end
 
 local function count(names, want)
@@ -137,6 +140,47 @@ check.case("attention_lanes / attention_wg: other variants, same logits; bad val
   ok, err = pcall(function() hints.new():set("attention_wg", "48", "test") end)
   check.truthy(not ok and tostring(err):find("valid values"), "attention_wg=48 rejected: " .. tostring(err))
   check.truthy(sg >= 1, "subgroup size")
+end)
+
+-- The G and GS spec constants of every attention_decode dispatch of a plan (all must agree).
+local function attention_split(names, specs)
+  local g, gs
+  for i, k in ipairs(names) do
+    if k == "attention_decode" then
+      local c = specs[i].constants
+      check.truthy(g == nil or (g == c.G and gs == c.GS), "every attention_decode takes one split")
+      g, gs = c.G, c.GS
+    end
+  end
+  return g, gs
+end
+
+check.case("attention_heads: a kv head's q heads over several workgroups, same logits; bad values listed", function()
+  -- gemma3-tiny: 4 q heads share one kv head; llama3-tiny: 2 per kv head
+  local auto, ka, _, sa = steps("gemma3-tiny", { precision = "f32" })
+  local g, gs = attention_split(ka, sa)
+  check.eq(g, 1, "auto: one q head per workgroup")
+  check.eq(gs, 4, "auto: four workgroups per kv head")
+  for _, h in ipairs { { "4", 4, 1 }, { "2", 2, 2 } } do
+    local rows, kn, _, sp = steps("gemma3-tiny", { precision = "f32", attention_heads = h[1] })
+    g, gs = attention_split(kn, sp)
+    check.eq(g, h[2], "attention_heads=" .. h[1] .. ": G")
+    check.eq(gs, h[3], "attention_heads=" .. h[1] .. ": workgroups per kv head")
+    same_logits(auto, rows, "attention_heads=" .. h[1])
+  end
+  -- the kv head's four q heads in one 1024-invocation workgroup, one chunk; the unfused attention_decode
+  -- (rope_kv before it) with two heads per workgroup
+  same_logits(auto, steps("gemma3-tiny", { precision = "f32", attention_heads = "4", attention_wg = "1024",
+                                           attention_min_chunk = 64 }), "attention_heads=4 attention_wg=1024")
+  same_logits(auto, steps("gemma3-tiny", { precision = "f32", attention_heads = "2", fusion = "-attention_rope" }),
+              "attention_heads=2 without attention_rope")
+  local la = steps("llama3-tiny", { precision = "f32" })
+  same_logits(la, steps("llama3-tiny", { precision = "f32", attention_heads = "2" }), "llama3-tiny attention_heads=2")
+  local ok, err = pcall(steps, "gemma3-tiny", { attention_heads = "8" })
+  check.truthy(not ok and tostring(err):find("attention_heads=8 does not divide the 4 q heads", 1, true),
+               "attention_heads=8 on 4 heads per kv head: " .. tostring(err))
+  ok, err = pcall(function() hints.new():set("attention_heads", "3", "test") end)
+  check.truthy(not ok and tostring(err):find("valid values"), "attention_heads=3 rejected: " .. tostring(err))
 end)
 
 check.done()

@@ -12,7 +12,10 @@
 ** Cases: head_dim 64 / 128 / 256; GQA 1, 2, 4; with (Gemma's 1 + w, Qwen's w) and without q/k norm; T 1 to 4;
 ** global and sliding layers with a ring that wraps and cap = window + T - 1 (the least rope_kv allows);
 ** f32 / f16 activations and KV; bf16 / f16 / f32 norm weights; partial rotary and q, k, v as slices of one
-** fused projection (Phi-3); Llama 3 frequency scaling; softcap; several chunks, and one.
+** fused projection (Phi-3); Llama 3 frequency scaling; softcap; several chunks, and one; the q heads of a kv
+** head split over gs workgroups (hint attention_heads): both sides take that split, and the fused output must
+** also be bit-identical to the fused kernel with every q head of a kv head in one workgroup (gs = 1: the same
+** arithmetic per head, only the workgroup that does it differs).
 ** The unfused pair is checked against core/ref by test_k_rope_kv.c and test_k_attention_flash.c.
 */
 #include <math.h>
@@ -37,6 +40,7 @@ typedef struct ar_case {
     bool     strided, llama3;
     float    softcap;
     uint32_t n_chunks, min_chunk;
+    uint32_t gs;   /* workgroups per kv head (attention_heads: G = Hq / Hkv / gs q heads in each) */
 } ar_case;
 
 static uint32_t pow2_at_least(uint32_t n, uint32_t lo, uint32_t hi)
@@ -110,28 +114,28 @@ static void attn_push(dp_dispatch *d, const ar_case *ac, const shared_in *s, buf
     dp_dispatch_u32(d, "kv_stride", b->kv_stride);
 }
 
-static void run_fused(kg_ctx *c, const ar_case *ac, const shared_in *s, bufs *b, dp_gtensor *out)
+static void run_fused(kg_ctx *c, const ar_case *ac, const shared_in *s, bufs *b, dp_gtensor *out, uint32_t gs)
 {
     const char *defs[8];
     uint32_t nd = defines(defs, ac, ac->norm);
     defs[nd++] = "DP_ROPE_QK";
     if (ac->norm) defs[nd++] = "DP_QK_NORM";
-    dp_kconst k[10] = {{"WG", s->wg}, {"D", ac->D}, {"G", ac->Hq / ac->Hkv}, {"LK", s->lk}, {"UK", s->uk},
-                       {"MINC", ac->min_chunk}, {"ROT", ac->rot}, {"NL", norm_lanes(ac->D)},
+    dp_kconst k[11] = {{"WG", s->wg}, {"D", ac->D}, {"G", ac->Hq / ac->Hkv / gs}, {"LK", s->lk}, {"UK", s->uk},
+                       {"MINC", ac->min_chunk}, {"ROT", ac->rot}, {"NL", norm_lanes(ac->D)}, {"GS", gs},
                        {"EPS", 1e-6}, {"WOFF", ac->offset}};
     dp_dispatch d;
-    dp_dispatch_init(&d, kernel(c, "attention/attention_decode.comp", defs, nd, k, ac->norm ? 10 : 8));
+    dp_dispatch_init(&d, kernel(c, "attention/attention_decode.comp", defs, nd, k, ac->norm ? 11 : 9));
     attn_push(&d, ac, s, b, out);
     dp_dispatch_tensor(&d, "inv_freq", s->freq);
     if (ac->norm) {
         dp_dispatch_tensor(&d, "qw", s->qw);
         dp_dispatch_tensor(&d, "kw", s->kw);
     }
-    kg_run(c, &d, ac->Hkv, ac->n_chunks, ac->T);
+    kg_run(c, &d, ac->Hkv * gs, ac->n_chunks, ac->T);
 }
 
 /* rope_kv.comp, then attention_decode.comp (lower.lua's order with the rope_kv fusion). */
-static void run_pair(kg_ctx *c, const ar_case *ac, const shared_in *s, bufs *b, dp_gtensor *out)
+static void run_pair(kg_ctx *c, const ar_case *ac, const shared_in *s, bufs *b, dp_gtensor *out, uint32_t gs)
 {
     const char *defs[8];
     uint32_t nd = defines(defs, ac, ac->norm);
@@ -162,15 +166,16 @@ static void run_pair(kg_ctx *c, const ar_case *ac, const shared_in *s, bufs *b, 
     kg_run(c, &d, ac->Hq + ac->Hkv, ac->T, 1);
 
     nd = defines(defs, ac, false);
-    dp_kconst ka[5] = {{"WG", s->wg}, {"D", ac->D}, {"G", ac->Hq / ac->Hkv}, {"LK", s->lk}, {"UK", s->uk}};
-    dp_dispatch_init(&d, kernel(c, "attention/attention_decode.comp", defs, nd, ka, 5));
+    dp_kconst ka[6] = {{"WG", s->wg}, {"D", ac->D}, {"G", ac->Hq / ac->Hkv / gs}, {"LK", s->lk}, {"UK", s->uk},
+                       {"GS", gs}};
+    dp_dispatch_init(&d, kernel(c, "attention/attention_decode.comp", defs, nd, ka, 6));
     attn_push(&d, ac, s, b, out);
     dp_dispatch_u32(&d, "n_tokens", ac->T);
     dp_dispatch_u32(&d, "n_q_heads", ac->Hq);
     dp_dispatch_u32(&d, "n_kv_heads", ac->Hkv);
     dp_dispatch_u32(&d, "n_chunks", ac->n_chunks);
     dp_dispatch_u32(&d, "min_chunk", ac->min_chunk);
-    kg_run(c, &d, ac->Hkv, ac->n_chunks, ac->T);
+    kg_run(c, &d, ac->Hkv * gs, ac->n_chunks, ac->T);
 }
 
 static void check_same(const char *what, const char *name, const float *got, const float *want, uint64_t n,
@@ -196,7 +201,7 @@ static void check_counter(const char *what, dp_gtensor *counter, uint32_t n)
 static void run_case(kg_ctx *c, const ar_case *ac)
 {
     dp_dtype adt = ac->act_f16 ? DP_F16 : DP_F32, kvt = ac->kv_f16 ? DP_F16 : DP_F32;
-    uint32_t T = ac->T, D = ac->D, G = ac->Hq / ac->Hkv;
+    uint32_t T = ac->T, D = ac->D, gs = ac->gs, G = ac->Hq / ac->Hkv / gs;
     uint64_t nq = (uint64_t)T * ac->Hq * D, nk = (uint64_t)T * ac->Hkv * D, nc = (uint64_t)ac->Hkv * ac->cap * D;
     uint64_t npart = (uint64_t)T * ac->Hq * ac->n_chunks * D;
     float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *kc = malloc(nc * 4), *vc = malloc(nc * 4);
@@ -206,7 +211,7 @@ static void run_case(kg_ctx *c, const ar_case *ac)
     uint32_t pos[4], zeros[64] = {0};
     dp_err e = {0};
     assert_true(q && k && v && kc && vc && fo && po && fkc && fvc && pkc && pvc && nanf);
-    assert_true(D <= 256 && T >= 1 && T <= 4 && ac->Hkv * T <= 64 && ac->Hq % ac->Hkv == 0);
+    assert_true(D <= 256 && T >= 1 && T <= 4 && ac->Hkv * gs * T <= 64 && ac->Hq % (ac->Hkv * gs) == 0);
     /* the append-before-attention order that attention_rope requires (rope_kv's rule) */
     assert_true(ac->window == 0 ? ac->cap > ac->pos0 + T - 1 : ac->cap >= ac->window + T - 1);
     for (uint64_t i = 0; i < (npart > nq ? npart : nq); i++) nanf[i] = NAN;
@@ -240,8 +245,10 @@ static void run_case(kg_ctx *c, const ar_case *ac)
     uint32_t sg = dp_device_get_caps(c->dev)->subgroup_size, vec = ac->kv_f16 ? 8 : 4, nl = norm_lanes(D);
     s.lk = sg < D / vec ? sg : D / vec;
     s.uk = 2;
-    s.wg = decode_shared(256, s.lk, D, G, nl) <= 32768 ? 256 : 128;   /* lower.lua's auto choice */
-    assert_true(decode_shared(s.wg, s.lk, D, G, nl) <= 32768 && s.wg % nl == 0);
+    /* lower.lua's auto choice for all the kv head's q heads in one workgroup (gs = 1 runs too; fewer heads
+       per workgroup need less shared memory) */
+    s.wg = decode_shared(256, s.lk, D, G * gs, nl) <= 32768 ? 256 : 128;
+    assert_true(decode_shared(s.wg, s.lk, D, G * gs, nl) <= 32768 && s.wg % nl == 0);
     s.scale = 2.0f / sqrtf((float)D);
     s.pos = kg_upload_u32(c, pos, T);
     s.freq = kg_upload(c, DP_F32, freq, ac->rot / 2);
@@ -253,17 +260,17 @@ static void run_case(kg_ctx *c, const ar_case *ac)
 
     char what[220];
     snprintf(what, sizeof what, "attention_rope T=%u Hq=%u Hkv=%u D=%u rot=%u W=%u cap=%u pos0=%u norm=%d off=%g%s%s "
-             "act=%s kv=%s w=%s softcap=%g chunks=%u/%u WG=%u LK=%u",
+             "act=%s kv=%s w=%s softcap=%g chunks=%u/%u WG=%u LK=%u GS=%u",
              T, ac->Hq, ac->Hkv, D, ac->rot, ac->window, ac->cap, ac->pos0, ac->norm, (double)ac->offset,
              ac->strided ? " strided" : "", ac->llama3 ? " llama3" : "", dp_dtype_name(adt), dp_dtype_name(kvt),
-             dp_dtype_name(ac->wdt), (double)ac->softcap, ac->n_chunks, ac->min_chunk, s.wg, s.lk);
+             dp_dtype_name(ac->wdt), (double)ac->softcap, ac->n_chunks, ac->min_chunk, s.wg, s.lk, gs);
 
     bufs fb = bufs_make(c, ac, q, k, v, kc, vc), pb = bufs_make(c, ac, q, k, v, kc, vc);
     dp_gtensor *fout = kg_upload(c, adt, nanf, nq), *pout = kg_upload(c, adt, nanf, nq);
-    run_fused(c, ac, &s, &fb, fout);
-    check_counter(what, s.counter, T * ac->Hkv);
-    run_pair(c, ac, &s, &pb, pout);
-    check_counter(what, s.counter, T * ac->Hkv);
+    run_fused(c, ac, &s, &fb, fout, gs);
+    check_counter(what, s.counter, T * ac->Hkv * gs);
+    run_pair(c, ac, &s, &pb, pout, gs);
+    check_counter(what, s.counter, T * ac->Hkv * gs);
     kg_download(fout, fo, nq);
     kg_download(pout, po, nq);
     kg_download(fb.kc, fkc, nc);
@@ -273,6 +280,20 @@ static void run_case(kg_ctx *c, const ar_case *ac)
     check_same(what, "o", fo, po, nq, true);
     check_same(what, "kc", fkc, pkc, nc, false);
     check_same(what, "vc", fvc, pvc, nc, false);
+    if (gs > 1) {   /* the same heads computed by one workgroup per kv head (gs = 1): the same bits */
+        bufs ob = bufs_make(c, ac, q, k, v, kc, vc);
+        dp_gtensor *oout = kg_upload(c, adt, nanf, nq);
+        run_fused(c, ac, &s, &ob, oout, 1);
+        check_counter(what, s.counter, T * ac->Hkv);
+        kg_download(oout, po, nq);
+        kg_download(ob.kc, pkc, nc);
+        kg_download(ob.vc, pvc, nc);
+        check_same(what, "o against GS=1", fo, po, nq, true);
+        check_same(what, "kc against GS=1", fkc, pkc, nc, false);
+        check_same(what, "vc against GS=1", fvc, pvc, nc, false);
+        bufs_free(&ob);
+        dp_gtensor_release(oout);
+    }
     /* every token's slot was written (none loses it to a later token here) */
     for (uint32_t t = 0; t < T; t++)
         for (uint32_t h = 0; h < ac->Hkv; h++)
@@ -301,24 +322,30 @@ static void test_attention_rope(void **state)
 {
     kg_ctx *c = *state;
     const ar_case cases[] = {
-        /* T Hq Hkv  D  rot   W  cap pos0 norm  off   act16  kv16  w        strided llama3 softcap chunks */
+        /* T Hq Hkv  D  rot   W  cap pos0 norm  off   act16  kv16  w        strided llama3 softcap chunks gs */
         /* Gemma 3 1B sliding layer: MQA (GQA 4), D 256, (1 + w) norm, ring wrapped, cap = W */
-        {1, 4, 1, 256, 256, 8, 8, 21, true, 1.0f, true, true, DP_BF16, false, false, 0.0f, 4, 2},
-        {1, 4, 1, 256, 256, 8, 8, 21, true, 1.0f, false, false, DP_BF16, false, false, 0.0f, 4, 2},
+        {1, 4, 1, 256, 256, 8, 8, 21, true, 1.0f, true, true, DP_BF16, false, false, 0.0f, 4, 2, 1},
+        {1, 4, 1, 256, 256, 8, 8, 21, true, 1.0f, false, false, DP_BF16, false, false, 0.0f, 4, 2, 1},
         /* Gemma global layer, one chunk for all keys */
-        {1, 4, 1, 256, 256, 0, 40, 30, true, 1.0f, true, true, DP_BF16, false, false, 0.0f, 1, 64},
+        {1, 4, 1, 256, 256, 0, 40, 30, true, 1.0f, true, true, DP_BF16, false, false, 0.0f, 1, 64, 1},
         /* Qwen 3: GQA 2, D 128, plain w norm; a 3-token pass (keys of the call in several chunks) */
-        {3, 4, 2, 128, 128, 0, 64, 5, true, 0.0f, true, true, DP_F16, false, false, 0.0f, 4, 2},
+        {3, 4, 2, 128, 128, 0, 64, 5, true, 0.0f, true, true, DP_F16, false, false, 0.0f, 4, 2, 1},
         /* sliding, 4 tokens, cap = W + T - 1: every slot of the ring is live or being written */
-        {4, 4, 2, 128, 128, 6, 9, 25, true, 0.0f, false, false, DP_F32, false, false, 0.0f, 3, 2},
-        {4, 2, 2, 128, 128, 6, 9, 25, true, 0.0f, true, false, DP_F16, false, false, 30.0f, 5, 1},
+        {4, 4, 2, 128, 128, 6, 9, 25, true, 0.0f, false, false, DP_F32, false, false, 0.0f, 3, 2, 1},
+        {4, 2, 2, 128, 128, 6, 9, 25, true, 0.0f, true, false, DP_F16, false, false, 30.0f, 5, 1, 1},
         /* Llama 3: GQA 4, D 64, no norm, frequency scaling; decode and a 2-token pass */
-        {1, 8, 2, 64, 64, 0, 100, 40, false, 0.0f, true, true, DP_F32, false, true, 0.0f, 16, 2},
-        {2, 8, 2, 64, 64, 0, 100, 40, false, 0.0f, false, false, DP_F32, false, true, 0.0f, 8, 3},
+        {1, 8, 2, 64, 64, 0, 100, 40, false, 0.0f, true, true, DP_F32, false, true, 0.0f, 16, 2, 1},
+        {2, 8, 2, 64, 64, 0, 100, 40, false, 0.0f, false, false, DP_F32, false, true, 0.0f, 8, 3, 1},
         /* Phi-3: q, k, v slices of one projection, partial rotary, GQA 1 */
-        {2, 4, 4, 64, 32, 0, 50, 17, false, 0.0f, true, true, DP_F32, true, false, 0.0f, 4, 2},
+        {2, 4, 4, 64, 32, 0, 50, 17, false, 0.0f, true, true, DP_F32, true, false, 0.0f, 4, 2, 1},
         /* the first step: no cached key at all */
-        {1, 2, 1, 128, 128, 0, 16, 0, true, 1.0f, true, true, DP_BF16, false, false, 0.0f, 4, 2},
+        {1, 2, 1, 128, 128, 0, 16, 0, true, 1.0f, true, true, DP_BF16, false, false, 0.0f, 4, 2, 1},
+        /* q heads split over workgroups (attention_heads): Gemma 1 head per workgroup, sliding and global */
+        {1, 4, 1, 256, 256, 8, 8, 21, true, 1.0f, true, true, DP_BF16, false, false, 0.0f, 4, 2, 4},
+        {1, 4, 1, 256, 256, 0, 40, 30, true, 1.0f, true, true, DP_BF16, false, false, 0.0f, 1, 64, 2},
+        /* Llama 3, 2 of 4 heads per workgroup, a 2-token pass; Qwen 3 with 3 tokens, 1 head per workgroup */
+        {2, 8, 2, 64, 64, 0, 100, 40, false, 0.0f, false, false, DP_F32, false, true, 0.0f, 8, 3, 2},
+        {3, 4, 2, 128, 128, 0, 64, 5, true, 0.0f, true, true, DP_F16, false, false, 0.0f, 4, 2, 2},
     };
     for (size_t i = 0; i < DP_ARRAY_LEN(cases); i++) run_case(c, &cases[i]);
 }

@@ -680,12 +680,22 @@ local function subgroup_size(ctx)
   return ctx.sg
 end
 
--- fuse2: attention_decode's variant for a head_dim: LK lanes per key row (a power of two <= the subgroup
--- size with D / LK a multiple of VEC), the workgroup size WG (a multiple of LK) and UK key rows per cluster
--- per round. Auto: LK = min(subgroup, D / VEC) (head_dim 64 / 128 / 256 with an f16 cache: 8 / 16 / 32 lanes
--- on a 32-wide subgroup); WG = 256 where its shared memory fits, else 128 (never below LK); UK = 2. Hints
--- attention_lanes / attention_wg / attention_unroll override; a value this head_dim or device cannot take is
--- an error listing the valid ones.
+-- fuse2: attention_decode's variant for a head_dim: G q heads per workgroup (of the Gkv sharing a kv head;
+-- Gkv / G workgroups per kv head), LK lanes per key row (a power of two <= the subgroup size with D / LK a
+-- multiple of VEC), the workgroup size WG (a multiple of LK) and UK key rows per cluster per round.
+-- Auto: G = 1; LK = min(subgroup, D / VEC) (head_dim 64 / 128 / 256 with an f16 cache: 8 / 16 / 32 lanes on a
+-- 32-wide subgroup); WG = 8 clusters of LK lanes (at least the rope prologue's lanes per row); UK = 1.
+-- Why one head per workgroup: a decode step's attention is a chain of memory round trips in a few
+-- workgroups; with a kv head's G q heads in one workgroup, each lane holds G query and output slices, and
+-- each chunk's workgroup does G heads' arithmetic in sequence. One head per workgroup spreads the same keys
+-- over G times more workgroups (K and V are read G times, from L2). On the H200 (docs/BENCHMARKS.md 21a-21c,
+-- 160 tokens): Gemma 3 1B attention_decode 0.387 -> 0.259 ms per token, decode 1.10x; Llama 3.2 1B
+-- 0.189 -> 0.145, 1.09x; with a 2048-token context Gemma 1.14x, Llama 1.02x (Llama needs WG = 64 there:
+-- at 256, 0.94x). Eight clusters and UK = 1 make short chunks (8 keys), so many workgroups share the keys.
+-- With G > 1 (hint attention_heads) the auto WG and UK stay those measured for it: WG = 256 where its
+-- shared memory fits, else 128 (never below LK); UK = 2.
+-- Hints attention_heads / attention_lanes / attention_wg / attention_unroll override; a value this head_dim
+-- or device cannot take is an error listing the valid ones.
 local ATTN_MAX_CHUNKS = 64     -- attention_decode.comp's MAX_CHUNKS
 local ATTN_SHARED = 32768      -- the least maxComputeSharedMemorySize of the devices served (lavapipe)
 
@@ -698,8 +708,17 @@ local function decode_shared(wg, lk, D, G, nl)
   return 4 * (ncl * G * 2 + sh) + 4 + (nl and 4 * wg or 0)
 end
 
-local function decode_variant(ctx, D, vec, G, hints, nl)
+local function decode_variant(ctx, D, vec, Gkv, hints, nl)
   local sg = subgroup_size(ctx)
+  -- q heads per workgroup (G) out of the kv head's Gkv; Gkv / G workgroups share a kv head
+  local G = 1
+  local hh = hints.attention_heads or "auto"
+  if hh ~= "auto" then
+    G = math.tointeger(tonumber(hh))
+    if Gkv % G ~= 0 then
+      Graph.fail("hint attention_heads=%s does not divide the %d q heads of a kv head", tostring(hh), Gkv)
+    end
+  end
   local valid = {}
   local l = 1
   while l <= sg do
@@ -718,8 +737,13 @@ local function decode_variant(ctx, D, vec, G, hints, nl)
                  tostring(hl), D, sg, list(valid))
     end
   end
-  local wg = math.max(128, lk, nl or 1)
-  if lk <= 256 and decode_shared(256, lk, D, G, nl) <= ATTN_SHARED then wg = 256 end
+  local wg
+  if G == 1 then
+    wg = math.max(8 * lk, nl or 1)
+  else
+    wg = math.max(128, lk, nl or 1)
+    if lk <= 256 and decode_shared(256, lk, D, G, nl) <= ATTN_SHARED then wg = 256 end
+  end
   local hw = hints.attention_wg or "auto"
   local caps = ctx.dev:caps()
   if hw ~= "auto" then
@@ -745,10 +769,11 @@ local function decode_variant(ctx, D, vec, G, hints, nl)
                caps.max_shared_memory)
   end
   local hu = hints.attention_unroll or "auto"
-  -- auto 2: on the H100 (Gemma 3 1B, ~150 keys) 1 and 2 keys per round timed alike and 4 slower (more
-  -- registers; run 10 in docs/BENCHMARKS.md); 2 halves the rounds of long contexts against 1
-  local uk = hu == "auto" and 2 or math.tointeger(tonumber(hu))
-  return lk, wg, uk
+  -- auto with G = 1: 1 (H200, Gemma 3 1B at 160 tokens: 1.03x against 2; at 2048 tokens alike, 21b/21c);
+  -- with G > 1: 2 (H100, Gemma 3 1B, ~150 keys: 1 and 2 timed alike and 4 slower, more registers; run 10
+  -- in docs/BENCHMARKS.md; 2 halves the rounds of long contexts against 1)
+  local uk = math.tointeger(tonumber(hu)) or (G == 1 and 1 or 2)
+  return lk, wg, uk, G, Gkv // G
 end
 
 -- ---- attention_rope (fusions.lua): rope_kv's work in attention_decode's dispatch (DP_ROPE_QK) --------------
@@ -779,24 +804,25 @@ local function attention_rope(ctx, n)
   local nl = norm_layout(D, 1)   -- rope_kv's lanes per row (rmsnorm's), so the norm sums in its order
   local window = n.attrs.window or 0
   local max_keys = (window > 0) and math.min(window, cap) or cap
-  local lk, wg, uk = decode_variant(ctx, D, vec, Hq // Hkv, hints, nl)
+  local lk, wg, uk, G, gs = decode_variant(ctx, D, vec, Hq // Hkv, hints, nl)
   local min_chunk = hints.attention_min_chunk or 0
   if min_chunk == 0 then min_chunk = (wg // lk) * uk end
   local splits = hints.attention_splits or 0
   if splits == 0 then splits = math.max(1, 256 // (Hkv * T)) end
   local n_chunks = math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
-  local consts = { WG = wg, D = D, G = Hq // Hkv, LK = lk, UK = uk, MINC = min_chunk, ROT = 2 * freq.bshape[1], NL = nl }
+  local consts = { WG = wg, D = D, G = G, GS = gs, LK = lk, UK = uk, MINC = min_chunk, ROT = 2 * freq.bshape[1],
+                   NL = nl }
   if rope.norm then consts.EPS, consts.WOFF = rope.eps, rope.offset end
   local push = {
     q = ctx.t(q), k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos), o = ctx.t(n),
     part_o = attn_scratch(ctx, T * Hq * n_chunks * D), part_ml = attn_scratch(ctx, T * Hq * n_chunks * 2),
-    counter = zeroed_counters(ctx, "attention_counter", T * Hkv), inv_freq = ctx.t(freq),
+    counter = zeroed_counters(ctx, "attention_counter", T * Hkv * gs), inv_freq = ctx.t(freq),
     cap = cap, window = window, scale = n.attrs.scale, softcap = n.attrs.softcap or 0,
     q_stride = q.row_stride or 0, kv_stride = k.row_stride or 0,
   }
   if rope.norm then push.qw, push.kw = ctx.t(qw), ctx.t(kw) end
   local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(defs), consts)
-  ctx.dispatch(kd, Hkv, n_chunks, T, push)
+  ctx.dispatch(kd, Hkv * gs, n_chunks, T, push)
 end
 
 -- attention_prefill_cm (attention/attention_prefill_cm.comp): flash attention on cooperative matrices, for
@@ -872,7 +898,7 @@ R.attention = function(ctx, n)
   elseif decode then
     -- keys a query can see: the window, or the whole cache for global layers
     local max_keys = (window > 0) and math.min(window, cap) or cap
-    local lk, wg, uk = decode_variant(ctx, D, vec, Hq // Hkv, hints)
+    local lk, wg, uk, G, gs = decode_variant(ctx, D, vec, Hq // Hkv, hints)
     -- auto: a chunk is one round of the workgroup (each cluster reads UK keys at once), so short contexts
     -- take few workgroups and the merge reads few partials
     local min_chunk = hints.attention_min_chunk or 0
@@ -882,11 +908,11 @@ R.attention = function(ctx, n)
     local n_chunks = math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
     push.part_o = attn_scratch(ctx, T * Hq * n_chunks * D)
     push.part_ml = attn_scratch(ctx, T * Hq * n_chunks * 2)
-    push.counter = zeroed_counters(ctx, "attention_counter", T * Hkv)
+    push.counter = zeroed_counters(ctx, "attention_counter", T * Hkv * gs)
     push.o, push.n_chunks, push.min_chunk = ctx.t(n), n_chunks, min_chunk
     local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(kvdef),
-                          { WG = wg, D = D, G = Hq // Hkv, LK = lk, UK = uk })
-    ctx.dispatch(kd, Hkv, n_chunks, T, push)
+                          { WG = wg, D = D, G = G, GS = gs, LK = lk, UK = uk })
+    ctx.dispatch(kd, Hkv * gs, n_chunks, T, push)
   elseif mode ~= "flash" and not attention_cm_refusal(ctx, n, kv_f16, D, hints) then
     -- attention_prefill_cm: the same tiles on the matrix units, 16 rows per workgroup
     local split, bc = attention_cm_params(ctx, D, hints)

@@ -37,10 +37,11 @@ local spec = {
   },
   epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_q_wg, gemv_q_rows, gemv_q_unroll, gemv_q_x, q_matmul,\n" ..
            "q_matmul_head, q_matmul_glu, lm_head_groups, " ..
-           "attention_splits, attention_min_chunk, attention_unroll, decode_chunk (and q_layout for quantised models: reloads the weights).",
+           "attention_heads, attention_splits, attention_min_chunk, attention_unroll, decode_chunk (and q_layout for\n" ..
+           "quantised models: reloads the weights).",
 }
 
--- name -> candidates (full, quick); applies(ctx) says whether the knob matters for this model;
+-- name -> candidates (full, quick, or for(ctx): this model's); applies(ctx) says whether the knob matters for this model;
 -- reload: the weights must be uploaded again; wall: scored by wall-clock time (submits, not kernels).
 local KNOBS = {
   { "q_matmul", full = { "fused", "dequant_f16" }, quick = { "fused", "dequant_f16" },
@@ -63,6 +64,9 @@ local KNOBS = {
   -- matrix, lower.gemv_q_x); one plane is lossy: not tuned
   { "gemv_q_x", full = { "auto", "act", "q8x2" }, applies = function(c) return c.quantised and c.integer_dot end },
   { "lm_head_groups", full = { 256, 1024, 4096 } },
+  -- one q head per workgroup (auto) or all of a kv head's in one (the auto before run 21, docs/BENCHMARKS.md)
+  { "attention_heads", ["for"] = function(c) return { "auto", tostring(c.kv_group) } end,
+    applies = function(c) return c.kv_group > 1 and c.kv_group <= 16 end },
   { "attention_splits", full = { 0, 8, 16, 32, 64 }, quick = { 0, 16 } },
   { "attention_min_chunk", full = { 0, 16, 32, 64, 128 } },
   { "attention_unroll", full = { "auto", "1", "4" }, quick = { "auto", "1" } },
@@ -204,10 +208,12 @@ local function main(argv)
   local fixed = {}
   for _, kv in ipairs(o.hint or {}) do fixed[kv:match("^([%w_]+)=")] = true end
   h:set("tune", "off", "doppler tune")           -- measure from the built-in defaults, never an old cache
-  local c = { quantised = quantised, integer_dot = caps.integer_dot }
+  local kv_heads = key.kv_heads > 0 and key.kv_heads or key.heads
+  local c = { quantised = quantised, integer_dot = caps.integer_dot,
+              kv_group = kv_heads > 0 and key.heads // kv_heads or 1 }
   local plan = {}
   for _, kn in ipairs(KNOBS) do
-    local cands = o.quick and kn.quick or (not o.quick and kn.full)
+    local cands = kn["for"] and kn["for"](c) or o.quick and kn.quick or (not o.quick and kn.full)
     if cands and (not kn.applies or kn.applies(c)) and not fixed[kn[1]] and (not only or only[kn[1]]) then
       plan[#plan + 1] = { name = kn[1], cands = cands, reload = kn.reload, wall = kn.wall }
     end
