@@ -183,4 +183,40 @@ check.case("attention_heads: a kv head's q heads over several workgroups, same l
   check.truthy(not ok and tostring(err):find("valid values"), "attention_heads=3 rejected: " .. tostring(err))
 end)
 
+check.case("attention_decode's auto variant: lanes, workgroup, keys per round and heads on fake devices", function()
+  local lower = require "doppler.lower"
+  for _, sg in ipairs { 8, 32 } do
+    local ctx = { dev = { caps = function()
+      return { subgroup_size = sg, max_wg_invocations = 1024, max_shared_memory = 49152 }
+    end } }
+    for _, D in ipairs { 16, 32, 64, 96, 128, 256 } do
+      for _, vec in ipairs { 4, 8 } do
+        local nl = math.max(8, 1 << math.ceil(math.log((D + 3) // 4, 2)))   -- rmsnorm's lanes per row
+        local lk, wg, uk, G, gs = lower.attention_decode_variant(ctx, D, vec, 4, {}, nl)
+        local what = ("subgroup %d, head_dim %d, VEC %d"):format(sg, D, vec)
+        -- the most lanes that are a power of two <= the subgroup with D / LK a multiple of VEC
+        local want = 1
+        while want * 2 <= sg and D % (want * 2) == 0 and (D // (want * 2)) % vec == 0 do want = want * 2 end
+        check.eq(lk, want, what .. ": lanes per key row")
+        check.truthy(D % lk == 0 and (D // lk) % vec == 0, what .. ": each lane holds whole vectors")
+        check.eq(wg, math.max(8 * lk, nl), what .. ": 8 clusters, at least the prologue's lanes")
+        check.eq(uk, 1, what .. ": one key per cluster per round")
+        check.eq(G, 1, what .. ": one q head per workgroup")
+        check.eq(gs, 4, what .. ": four workgroups per kv head")
+      end
+    end
+  end
+  -- Phi-3 mini (head_dim 96) with an f16 cache on a 32-wide subgroup: 4 lanes of 24, not min(32, 96 / 8) = 12
+  local ctx = { dev = { caps = function()
+    return { subgroup_size = 32, max_wg_invocations = 1024, max_shared_memory = 49152 }
+  end } }
+  check.eq((lower.attention_decode_variant(ctx, 96, 8, 1, {}, 32)), 4, "head_dim 96: 4 lanes")
+  -- all of a kv head's heads in one workgroup: the auto measured for it (WG 256 where it fits, UK 2)
+  local _, wg, uk, G, gs = lower.attention_decode_variant(ctx, 256, 8, 4, { attention_heads = "4" }, 64)
+  check.eq(G, 4, "attention_heads=4: G")
+  check.eq(gs, 1, "attention_heads=4: one workgroup per kv head")
+  check.eq(wg, 256, "attention_heads=4: WG 256")
+  check.eq(uk, 2, "attention_heads=4: 2 keys per round")
+end)
+
 check.done()

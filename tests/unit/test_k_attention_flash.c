@@ -185,14 +185,23 @@ static uint32_t decode_shared(uint32_t wg, uint32_t lk, uint32_t D, uint32_t G)
     return 4 * (ncl * G * 2 + (ncl * D > mg ? ncl * D : mg)) + 4;
 }
 
+/* lower.lua's auto lanes per key row: the largest power of two <= the subgroup size with D / LK a multiple of
+** VEC (min(subgroup, D / VEC) for a power-of-two head_dim; head_dim 96 with an f16 cache: 4 lanes of 24). */
+static uint32_t decode_lanes(uint32_t sg, uint32_t D, uint32_t vec)
+{
+    uint32_t lk = 1;
+    while (lk * 2 <= sg && D % (lk * 2) == 0 && (D / (lk * 2)) % vec == 0) lk *= 2;
+    return lk;
+}
+
 /* Flash decoding in one dispatch, partials NaN-filled. Spec constants as lower.lua picks them (alt = false:
-** LK = min(subgroup, D / VEC), WG = 256 where its shared memory fits (else max(128, LK)), UK = 4 keys per
+** LK = decode_lanes, WG = 256 where its shared memory fits (else max(128, LK)), UK = 4 keys per
 ** round), or a second variant (alt: LK halved where it can be, the widest WG <= 256 that fits, UK = 2). The
 ** counter must come back all zero. */
 static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const caches *g, const io *x,
                        dp_gtensor *out, uint32_t T, const float *nan_fill, dp_gtensor *counter, bool alt)
 {
-    uint32_t vec = fc->kv_f16 ? 8 : 4, lk = min_u32(subgroup(c), fc->D / vec), NC = fc->n_chunks;
+    uint32_t vec = fc->kv_f16 ? 8 : 4, lk = decode_lanes(subgroup(c), fc->D, vec), NC = fc->n_chunks;
     uint32_t G = fc->Hq / fc->Hkv, uk = alt ? 2 : 4;
     if (alt && lk > 1) lk /= 2;
     uint32_t wg = decode_shared(256, lk, fc->D, G) <= 32768 ? 256 : (lk > 128 ? lk : 128);
@@ -364,6 +373,9 @@ static const flash_case CASES[] = {
     {8, 2, 64, 0, 80, 70, 0.0f, false, true, false, false, 32, 2, 16, {40, 1, 29}},
     /* D 128 (Llama 8B / Qwen), ratio 2, sliding W 12 in a ring of 16, f32 KV, unaligned */
     {4, 2, 128, 12, 16, 40, 0.0f, false, false, false, true, 6, 2, 8, {20, 2, 3, 15}},
+    /* Phi-3 mini's head: D 96, not a power of two (f16 cache: 4 lanes of 24 elements; f32: 8 of 12) */
+    {4, 4, 96, 0, 40, 33, 0.0f, true, true, false, false, 4, 2, 8, {17, 1, 15}},
+    {4, 2, 96, 0, 40, 33, 0.0f, false, false, true, false, 6, 2, 16, {17, 1, 15}},
     /* sliding with a ring larger than the window (cap 9, W 5), softcap, one chunk for everything */
     {2, 1, 32, 5, 9, 30, 0.5f, false, true, false, false, 1, 64, 4, {3, 4, 1, 12, 10}},
 };

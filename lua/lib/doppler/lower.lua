@@ -683,8 +683,9 @@ end
 -- fuse2: attention_decode's variant for a head_dim: G q heads per workgroup (of the Gkv sharing a kv head;
 -- Gkv / G workgroups per kv head), LK lanes per key row (a power of two <= the subgroup size with D / LK a
 -- multiple of VEC), the workgroup size WG (a multiple of LK) and UK key rows per cluster per round.
--- Auto: G = 1; LK = min(subgroup, D / VEC) (head_dim 64 / 128 / 256 with an f16 cache: 8 / 16 / 32 lanes on a
--- 32-wide subgroup); WG = 8 clusters of LK lanes (at least the rope prologue's lanes per row); UK = 1.
+-- Auto: G = 1; LK = the largest valid (head_dim 64 / 128 / 256 with an f16 cache: 8 / 16 / 32 lanes on a
+-- 32-wide subgroup, min(subgroup, D / VEC); head_dim 96: 4); WG = 8 clusters of LK lanes (at least the rope
+-- prologue's lanes per row); UK = 1.
 -- Why one head per workgroup: a decode step's attention is a chain of memory round trips in a few
 -- workgroups; with a kv head's G q heads in one workgroup, each lane holds G query and output slices, and
 -- each chunk's workgroup does G heads' arithmetic in sequence. One head per workgroup spreads the same keys
@@ -726,7 +727,10 @@ local function decode_variant(ctx, D, vec, Gkv, hints, nl)
     l = l * 2
   end
   local function list(t) local s = {} for i, v in ipairs(t) do s[i] = tostring(v) end return table.concat(s, ", ") end
-  local lk = math.min(sg, D // vec)
+  -- auto: the most lanes the head_dim allows, valid's last (min(subgroup, D / VEC) for a power-of-two head_dim;
+  -- head_dim 96 with an f16 cache: 4 lanes of 24 elements, where min(32, 12) = 12 lanes would not be a power
+  -- of two, and on an 8-wide subgroup 8 lanes would leave 4 of each lane's 12 elements out)
+  local lk = valid[#valid]
   local hl = hints.attention_lanes or "auto"
   if hl ~= "auto" then
     lk = math.tointeger(tonumber(hl))
@@ -775,6 +779,7 @@ local function decode_variant(ctx, D, vec, Gkv, hints, nl)
   local uk = math.tointeger(tonumber(hu)) or (G == 1 and 1 or 2)
   return lk, wg, uk, G, Gkv // G
 end
+M.attention_decode_variant = decode_variant   -- tests check the auto rule on fake devices
 
 -- ---- attention_rope (fusions.lua): rope_kv's work in attention_decode's dispatch (DP_ROPE_QK) --------------
 -- n.inputs: q, k, v (the projections, unrotated), pos, kc, vc, inv_freq[, qw, kw]; n.attrs.rope = { norm, eps,
