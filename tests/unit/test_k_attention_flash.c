@@ -5,12 +5,14 @@
 **   rows of one kv head).
 ** For each case a sequence of L tokens (random q, k, v) goes through the GPU twice:
 **   chunked: in chunks of T tokens, attention before kv_append (lower.lua's order): both kernels run on every
-**            chunk (the decode kernel for any T, not only T <= 4, with a second variant: half the lanes per key
-**            row, a wider workgroup) and are compared with dp_ref_attention;
-**   decode:  one token at a time, kv_append then the decode kernel, compared with the chunked reference.
+**            chunk (the decode kernel for any T, not only T <= 4, in a second variant: every q head of a kv head
+**            in one workgroup, half the lanes per key row, a wider workgroup) and are compared with
+**            dp_ref_attention;
+**   decode:  one token at a time, kv_append then the decode kernel in lower.lua's auto variant (one q head per
+**            workgroup), compared with the chunked reference.
 ** The semantics (masks, which keys come from the cache) are attention.comp's; test_k_attention.c checks the
 ** reference itself against a naive whole-sequence attention. Cases: GQA ratios 1, 2, 4; head_dim 16, 32,
-** 64, 128, 256; windows crossed by a chunk; ring buffers that wrap; softcap; f32/f16 activations and KV;
+** 64, 96, 128, 256; windows crossed by a chunk; ring buffers that wrap; softcap; f32/f16 activations and KV;
 ** q, k, v as column slices of one fused projection (q_stride, kv_stride); caches at an address that is not
 ** 16-byte aligned (the element-load path); several chunks per query (min_chunk small) and chunks past the
 ** visible range (n_chunks large). Caches and partial buffers start as NaN, so a read of a slot that is not
@@ -194,24 +196,27 @@ static uint32_t decode_lanes(uint32_t sg, uint32_t D, uint32_t vec)
     return lk;
 }
 
-/* Flash decoding in one dispatch, partials NaN-filled. Spec constants as lower.lua picks them (alt = false:
-** LK = decode_lanes, WG = 256 where its shared memory fits (else max(128, LK)), UK = 4 keys per
-** round), or a second variant (alt: LK halved where it can be, the widest WG <= 256 that fits, UK = 2). The
-** counter must come back all zero. */
+/* Flash decoding in one dispatch, partials NaN-filled. Spec constants as lower.lua's auto picks them (alt =
+** false: one q head per workgroup, GS = Hq / Hkv workgroups per kv head, LK = decode_lanes, WG = 8 clusters of
+** LK lanes, UK = 1 key per round), or a second variant (alt: every q head of a kv head in one workgroup, LK
+** halved where it can be, the widest WG <= 256 that fits, UK = 2). The counter must come back all zero. */
 static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const caches *g, const io *x,
                        dp_gtensor *out, uint32_t T, const float *nan_fill, dp_gtensor *counter, bool alt)
 {
     uint32_t vec = fc->kv_f16 ? 8 : 4, lk = decode_lanes(subgroup(c), fc->D, vec), NC = fc->n_chunks;
-    uint32_t G = fc->Hq / fc->Hkv, uk = alt ? 2 : 4;
+    uint32_t gs = alt ? 1 : fc->Hq / fc->Hkv, G = fc->Hq / fc->Hkv / gs, uk = alt ? 2 : 1;
     if (alt && lk > 1) lk /= 2;
-    uint32_t wg = decode_shared(256, lk, fc->D, G) <= 32768 ? 256 : (lk > 128 ? lk : 128);
-    while (alt && wg > lk && decode_shared(wg, lk, fc->D, G) > 32768) wg /= 2;   /* lavapipe: 32 KiB */
+    uint32_t wg = 8 * lk;
+    if (alt) {
+        wg = decode_shared(256, lk, fc->D, G) <= 32768 ? 256 : (lk > 128 ? lk : 128);
+        while (wg > lk && decode_shared(wg, lk, fc->D, G) > 32768) wg /= 2;   /* lavapipe: 32 KiB */
+    }
     assert_true(decode_shared(wg, lk, fc->D, G) <= 32768);
-    dp_kconst k1[5] = {{"WG", wg}, {"D", fc->D}, {"G", G}, {"LK", lk}, {"UK", uk}};
+    dp_kconst k1[6] = {{"WG", wg}, {"D", fc->D}, {"G", G}, {"LK", lk}, {"UK", uk}, {"GS", gs}};
     dp_gtensor *po = kg_upload(c, DP_F32, nan_fill, (uint64_t)T * fc->Hq * NC * fc->D);
     dp_gtensor *pml = kg_upload(c, DP_F32, nan_fill, (uint64_t)T * fc->Hq * NC * 2);
     dp_dispatch d;
-    dp_dispatch_init(&d, kernel(c, "attention/attention_decode.comp", fc, k1, 5));
+    dp_dispatch_init(&d, kernel(c, "attention/attention_decode.comp", fc, k1, 6));
     common_push(&d, fc, scale, g, x, T);
     dp_dispatch_tensor(&d, "o", out);
     dp_dispatch_tensor(&d, "part_o", po);
@@ -219,11 +224,11 @@ static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const cache
     dp_dispatch_tensor(&d, "counter", counter);
     dp_dispatch_u32(&d, "n_chunks", NC);
     dp_dispatch_u32(&d, "min_chunk", fc->min_chunk);
-    kg_run(c, &d, fc->Hkv, NC, T);
+    kg_run(c, &d, fc->Hkv * gs, NC, T);
     dp_gtensor_release(po);
     dp_gtensor_release(pml);
 
-    uint32_t n = T * fc->Hkv, cnt[256];
+    uint32_t n = T * fc->Hkv * gs, cnt[256];
     assert_true(n <= 256);
     kg_download_u32(counter, cnt, n);
     for (uint32_t i = 0; i < n; i++)
@@ -294,8 +299,8 @@ static void run_case(kg_ctx *c, const flash_case *fc)
                           .window = fc->window, .scale = scale, .softcap = fc->softcap, .kv_f16 = fc->kv_f16};
 
     uint32_t zeros[256] = {0};
-    assert_true(L * Hkv <= 256);
-    dp_gtensor *counter = kg_upload_u32(c, zeros, L * Hkv);
+    assert_true(L * Hkv <= 256 && Hq <= 256);   /* a chunk's (token, kv head) pairs; a step's q heads */
+    dp_gtensor *counter = kg_upload_u32(c, zeros, 256);
 
     /* ---- chunked: attention (both kernels), then append ---- */
     caches g = caches_make(c, fc, nanf);
