@@ -19,7 +19,10 @@
 // The unit of work is 8 consecutive elements for every type: the matrix kernels and the dequantiser split
 // rows into such groups, so that any K (a multiple of QK) keeps every thread busy, and x is read as 8
 // consecutive activations. Each group's bytes are loaded with a few aligned 16-bit (or 32-bit, where the
-// block size allows) loads: blocks of 34, 18, 22 and 210 bytes are only 2-byte aligned.
+// block size allows) loads: blocks of 34, 18, 22 and 210 bytes are only 2-byte aligned. Q4_K and Q5_K blocks
+// (144 and 176 bytes, DQ_QB16) are 16-byte aligned in every layout where the tensor is, so there a 16-byte
+// group (a header, 32 codes) is one 128-bit load after a check of the address (H100, Gemma 3 1B Q4_K_M: the
+// flat layout, which loads that way, decoded 1.04x faster than row_wise; docs/BENCHMARKS.md 21f).
 // Bit-exactness: scales are widened from f16 bits exactly (dp_f16_bits_to_f32, subnormals kept), and each
 // value is formed with the CPU's operations in the CPU's order; `precise` forbids fusing d1 * q - m1 into an
 // fma or reassociating (d * s) * q, so the dequantised f32 equals core/quant.c's bit for bit.
@@ -52,9 +55,11 @@
 #elif defined(DP_Q_Q4_K)
 #define QK 256u
 #define QB 144u
+#define DQ_QB16
 #elif defined(DP_Q_Q5_K)
 #define QK 256u
 #define QB 176u
+#define DQ_QB16
 #elif defined(DP_Q_Q6_K)
 #define QK 256u
 #define QB 210u
@@ -143,7 +148,13 @@ uvec4 dq_u32x4(uint64_t a) { return V4In(a).v[0]; }
 #else
 uint dq_u32(uint64_t a, uint off) { return dq_u16(a, off) | (dq_u16(a, off + 2u) << 16); }
 uvec2 dq_u32x2(uint64_t a, uint off) { return uvec2(dq_u32(a, off), dq_u32(a, off + 4u)); }
-uvec4 dq_u32x4(uint64_t a) { return uvec4(dq_u32(a, 0u), dq_u32(a, 4u), dq_u32(a, 8u), dq_u32(a, 12u)); }
+uvec4 dq_u32x4(uint64_t a)
+{
+#ifdef DQ_QB16
+    if ((a & 15ul) == 0ul) return V4In(a).v[0];   // every block of an aligned tensor; a view elsewhere: below
+#endif
+    return uvec4(dq_u32(a, 0u), dq_u32(a, 4u), dq_u32(a, 8u), dq_u32(a, 12u));
+}
 #endif
 // One byte at any offset.
 uint dq_u8(uint64_t blk, uint off) { return (dq_u16(blk, off & ~1u) >> (8u * (off & 1u))) & 0xffu; }

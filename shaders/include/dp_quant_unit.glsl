@@ -55,7 +55,7 @@ uvec4 dqu_u32x4(uint64_t a, uint off)
 #ifdef DP_LAYOUT_FLAT
     return V4In(a + off).v[0];
 #else
-    return uvec4(dq_u32(a, off), dq_u32(a, off + 4u), dq_u32(a, off + 8u), dq_u32(a, off + 12u));
+    return dq_u32x4(a + off);   // one 128-bit load for Q4_K / Q5_K (DQ_QB16), 16-bit loads otherwise
 #endif
 }
 
