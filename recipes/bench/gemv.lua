@@ -295,7 +295,7 @@ local function time_case(dev, o, calls, caps)
 end
 
 local function run_case(dev, o, c, h, ws_cache, caps)
-  local layout = FLOAT[c.dtype] and "row_wise" or weights.layout_for(c.dtype, 2, h)
+  local layout = FLOAT[c.dtype] and "row_wise" or weights.layout_for(c.dtype, 2, h, caps)
   c.layout = layout
   -- the weight copies of this layout (kept across hint settings)
   local key = layout

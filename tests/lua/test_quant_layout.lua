@@ -3,7 +3,8 @@
 -- recorded with doppler.lower.set_layout and run through plan.compile (gemv_q T=1, gemm_q T=9, and
 -- q_matmul=dequant_f16): each equals the row_wise plan within the matmul bound (1e-4 relative, floored at 1);
 -- dev:upload_model_tensor with a layout on llama.cpp's Q4_K_M fixture, through the disk cache (a miss, then a
--- hit; cache = false never touches it), run against the row_wise upload; doppler.weights.layout_for's hint rules;
+-- hit; cache = false never touches it), run against the row_wise upload; doppler.weights.layout_for's hint rules
+-- (q_layout=auto by device memory); doppler.weights.repack_flat (the device's repack) against quant_pack;
 -- `doppler run` on llama.cpp's Q4_K_M fixtures (Gemma 3: Q4_K, Q6_K and a Q6_K embedding read by gather_q and
 -- the tied head; Llama: de-interleaved q/k rows) with each q_layout / q4k_layout, against the row_wise run, on
 -- a copy of the model so the disk cache next to it is exercised (made, then used; q_layout_cache=off: none).
@@ -134,16 +135,56 @@ end)
 
 check.case("layout hints", function()
   local h = hints.new()
-  check.eq(weights.layout_for("q4_k", 2, h), "row_wise", "default")
+  local small, big = { device_local_bytes = 2 << 30 }, { device_local_bytes = 80 << 30 }
+  local l, auto = weights.layout_for("q4_k", 2, h, small)
+  check.eq(l, "row_wise", "default (auto) on a 2 GiB device")
+  check.eq(auto, true, "from auto")
+  l, auto = weights.layout_for("q8_0", 2, h, big)
+  check.eq(l, "flat", "default (auto) on an 80 GiB device")
+  check.eq(auto, true, "from auto (made on the device)")
+  check.eq(weights.layout_for("q4_k", 2, h, { device_local_bytes = (16 << 30) - 1 }), "row_wise", "just under 16 GiB")
+  check.eq(weights.layout_for("q4_k", 2, h, { device_local_bytes = 16 << 30 }), "flat", "16 GiB")
+  check.eq(weights.layout_for("q4_k", 2, h, dev:caps()), weights.auto_layout(dev:caps()), "this device")
   h:set("q_layout", "flat", "test")
-  check.eq(weights.layout_for("q4_k", 2, h), "flat", "q_layout applies to q4_k under auto")
-  check.eq(weights.layout_for("q6_k", 2, h), "flat", "q_layout applies to q6_k")
+  l, auto = weights.layout_for("q4_k", 2, h, small)
+  check.eq(l, "flat", "q_layout applies to q4_k under auto")
+  check.eq(auto, false, "an explicit flat (the CPU repack and its cache)")
+  check.eq(weights.layout_for("q6_k", 2, h, small), "flat", "q_layout applies to q6_k")
   h:set("q4k_layout", "column_wise", "test")
-  check.eq(weights.layout_for("q4_k", 2, h), "column_wise", "q4k_layout overrides for q4_k")
-  check.eq(weights.layout_for("q6_k", 2, h), "flat", "q4k_layout leaves q6_k alone")
-  check.eq(weights.layout_for("f16", 2, h), "row_wise", "float weights")
-  check.eq(weights.layout_for("q4_k", 1, h), "row_wise", "1-D")
+  check.eq(weights.layout_for("q4_k", 2, h, big), "column_wise", "q4k_layout overrides for q4_k")
+  check.eq(weights.layout_for("q6_k", 2, h, big), "flat", "q4k_layout leaves q6_k alone")
+  check.eq(weights.layout_for("f16", 2, h, big), "row_wise", "float weights")
+  check.eq(weights.layout_for("q4_k", 1, h, big), "row_wise", "1-D")
   check.truthy(not pcall(h.set, h, "q4k_layout", "diagonal", "test"), "bad value rejected")
+end)
+
+-- doppler.weights.repack_flat (quant/repack_flat.comp) against the CPU's dp_qlayout_pack, byte for byte, on
+-- llama.cpp's tensors of every block type the fixtures hold (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K), and the
+-- repacked tensor through a linear against its row_wise upload.
+check.case("flat repacked on the device: the CPU's bytes, the same linear", function()
+  local seen = {}
+  for _, q in ipairs { "Q8_0", "Q4_0", "Q5_0", "Q4_K_M", "Q5_K_M" } do
+    local model = doppler.open_model(check.fixtures .. "/gguf/gemma3-q/model-" .. q .. ".gguf")
+    for _, info in ipairs(model:tensors()) do
+      if #info.shape == 2 and lower.quant_types[info.dtype] and not seen[info.dtype] then
+        seen[info.dtype] = true
+        local N, K = info.shape[1], info.shape[2]
+        local row = dev:upload_model_tensor(model, info.name, info.dtype)
+        local bytes = row:read()
+        local want = run_linear(row, info.dtype, N, K, 1, "fused")
+        local flat = weights.repack_flat(dev, row)   -- releases row
+        check.truthy(flat:read() == doppler.quant_pack(bytes, info.dtype, N, K, "flat"),
+                     ("%s %s [%d, %d]: the device's flat bytes are the CPU's"):format(q, info.name, N, K))
+        lower.set_layout(flat, "flat")
+        same_result(run_linear(flat, info.dtype, N, K, 1, "fused"), want, info.dtype .. " flat (device) linear")
+        flat:release()
+      end
+    end
+    model:close()
+  end
+  for _, dt in ipairs { "q8_0", "q4_0", "q5_0", "q4_k", "q5_k", "q6_k" } do
+    check.truthy(seen[dt], dt .. " covered by the fixtures")
+  end
 end)
 
 -- ---- whole models ----------------------------------------------------------------------------------------

@@ -5,7 +5,10 @@
 -- are dequantised on the way (CPU reference). A quantised embedding table stays quantised too: the
 -- gather kernel decodes it (embed/gather_q.comp), and a tied LM head reads the same blocks.
 -- Quantised matrices kept as blocks are stored in the layout q_layout / q4k_layout name
--- (docs/QUANTIZATION.md "Weight layouts"; recorded with doppler.lower.set_layout for the kernels).
+-- (docs/QUANTIZATION.md "Weight layouts"; recorded with doppler.lower.set_layout for the kernels). q_layout=auto
+-- (the default) is flat on devices with at least 16 GiB of device memory, where flat was measured faster, and
+-- row_wise elsewhere; that flat is made on the device from the uploaded row_wise blocks (M.repack_flat), not on
+-- the CPU through the cache that an explicit q_layout=flat uses.
 --
 -- GGUF models: recipes name weights the HF way; the model file resolves those names to GGUF ones
 -- (core/formats/tensor_names.h), and shapes are reported row-major either way. A recipe entry
@@ -41,30 +44,64 @@ local function device_dtype(file_dtype, ndim, h, is_norm, name)
   return "f16"
 end
 
+-- q_layout=auto on a device (its caps): flat where the device has at least 16 GiB of device memory, row_wise
+-- elsewhere. Why: on the H100 flat read the blocks that stay in blocks there (q_matmul's auto keeps gate+up
+-- and a Q8_0 LM head in blocks beside the f16 copies) with 128-bit loads where row_wise needs 16-bit ones:
+-- Gemma 3 1B Q4_K_M decode 1.04x, Llama 3.2 1B 1.04x (docs/BENCHMARKS.md 21f, 21h). Smaller devices (lavapipe,
+-- where the tests run) keep the file's order; ask for flat there with q_layout=flat.
+function M.auto_layout(caps)
+  if not caps then error("doppler.weights: q_layout=auto needs the device's caps (dev:caps())", 3) end
+  return (caps.device_local_bytes or 0) >= (16 << 30) and "flat" or "row_wise"
+end
+
 -- The layout a quantised matrix kept as blocks is stored in: q4k_layout for Q4_K unless auto, else
--- q_layout. Anything else (float, 1-D, the parts of a stack, which the expert kernels read row_wise)
--- stays row_wise.
-function M.layout_for(dtype, ndim, h)
-  if ndim ~= 2 or not lower.quant_types[dtype] then return "row_wise" end
-  if dtype == "q4_k" and h:get("q4k_layout") ~= "auto" then return h:get("q4k_layout") end
-  return h:get("q_layout")
+-- q_layout (auto: M.auto_layout of the device's caps). Anything else (float, 1-D, the parts of a stack, which
+-- the expert kernels read row_wise) stays row_wise. Second result: whether the layout came from auto.
+function M.layout_for(dtype, ndim, h, caps)
+  if ndim ~= 2 or not lower.quant_types[dtype] then return "row_wise", false end
+  if dtype == "q4_k" and h:get("q4k_layout") ~= "auto" then return h:get("q4k_layout"), false end
+  local l = h:get("q_layout")
+  if l == "auto" then return M.auto_layout(caps), true end
+  return l, false
+end
+
+-- A quantised tensor uploaded row_wise, repacked into the flat layout on the device (quant/repack_flat.comp: one
+-- pass over its bytes; core/quant_layout.c's dp_qlayout_pack gives the same bytes on the CPU). Returns the new
+-- tensor (row_wise t is released), with its padded row length, if any, carried over.
+function M.repack_flat(dev, t)
+  local out = dev:tensor { dtype = t:dtype(), shape = t:shape() }
+  local logical = lower.logical_shape(t)
+  if logical[#logical] ~= t:shape()[#t:shape()] then lower.set_padded(out, logical[#logical]) end
+  local k = dev:kernel { file = "quant/repack_flat.comp", defines = { lower.quant_types[t:dtype()] }, constants = { WG = 256 } }
+  local words = t:nbytes() // 2
+  local gx, gy = lower.groups_1d(words, 256)
+  local rec = dev:recorder()
+  rec:dispatch(k, { gx, gy, 1 }, { src = t, dst = out, n_words = words })
+  rec:run()
+  t:release()
+  return out
 end
 
 local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
 
 function M.load(dev, recipe, model, cfg, h, progress)
   local expected = recipe.weights(cfg)
+  local caps = dev:caps()
   local gguf = model:kind() == "gguf"
   local out, info = {}, { bytes = 0, count = 0, layouts = {}, layout_cache_hits = 0 }
-  local function upload(e, dt, layout)
+  local function upload(e, dt, layout, on_device)
     local opts = {}
     if gguf and e.gguf_rope_heads then opts.deinterleave_heads = e.gguf_rope_heads end
-    if layout and layout ~= "row_wise" then
+    if layout and layout ~= "row_wise" and not on_device then
       opts.layout, opts.cache = layout, h:get("q_layout_cache") == "on"
     end
     local t, from = dev:upload_model_tensor(model, e[1], dt, opts)
     local mt = model:tensor(e[1])
     if mt.padded_cols and dt == mt.dtype then lower.set_padded(t, mt.shape[#mt.shape]) end
+    if on_device and layout == "flat" then
+      t = M.repack_flat(dev, t)
+      opts.layout = layout
+    end
     if opts.layout then
       lower.set_layout(t, layout)
       info.layouts[e[1]] = layout
@@ -114,7 +151,7 @@ function M.load(dev, recipe, model, cfg, h, progress)
         info.count = info.count + 1
       end
     else
-      out[name] = upload(e, dt, M.layout_for(dt, #t.shape, h))
+      out[name] = upload(e, dt, M.layout_for(dt, #t.shape, h, caps))
       info.bytes = info.bytes + out[name]:nbytes()
       info.count = info.count + 1
     end
