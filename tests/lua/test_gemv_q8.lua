@@ -212,19 +212,22 @@ check.case("q_matmul_head / q_matmul_glu auto: blocks beside the f16 copies only
     for k, v in pairs(set or {}) do h:set(k, v, "test") end
     return { dev = { caps = function() return { name = "fake", integer_dot = true, integer_dot_fast = fast,
                                                  device_local_bytes = gib << 30, max_shared_memory = 49152 } end },
-             env = { act = "f16", hints = h } }
+             env = { act = "f16", hints = h }, t = function(w) return w end }   -- the node is its tensor here
   end
   local function vals(ctx) return ctx.env.hints.values end
-  local q8, q6, q4 = { etype = "q8_0" }, { etype = "q6_k" }, { etype = "q4_k" }
+  local q8, q6, q4, q6flat = { etype = "q8_0" }, { etype = "q6_k" }, { etype = "q4_k" }, { etype = "q6_k" }
+  lower.set_layout(q6flat, "flat")
   local big = c(80, true)
   check.eq(lower.q_matmul_head_mode(big, vals(big), q8), "fused", "Q8_0 head on the big device: blocks")
-  check.eq(lower.q_matmul_head_mode(big, vals(big), q6), "dequant_f16", "Q6_K head: its copy")
+  check.eq(lower.q_matmul_head_mode(big, vals(big), q6), "dequant_f16", "Q6_K head read row_wise: its copy")
+  check.eq(lower.q_matmul_head_mode(big, vals(big), q6flat), "fused", "Q6_K head stored flat: blocks")
   check.eq(lower.q_matmul_glu_mode(big, vals(big), q4, q4, 1), "fused", "gate+up, one type, decode: blocks")
   check.eq(lower.q_matmul_glu_mode(big, vals(big), q4, q4, 4), "fused", "... up to 4 tokens")
   check.eq(lower.q_matmul_glu_mode(big, vals(big), q4, q4, 5), "dequant_f16", "prefill: the copies")
   check.eq(lower.q_matmul_glu_mode(big, vals(big), q4, q6, 1), "dequant_f16", "gate and up of two types: the copies")
   local slow = c(80, false)
   check.eq(lower.q_matmul_head_mode(slow, vals(slow), q8), "dequant_f16", "slow dot products: the head's copy")
+  check.eq(lower.q_matmul_head_mode(slow, vals(slow), q6flat), "dequant_f16", "slow dot products: a flat Q6_K head's copy")
   check.eq(lower.q_matmul_glu_mode(slow, vals(slow), q4, q4, 1), "dequant_f16", "slow dot products: gate+up's copies")
   local small = c(2, true)
   check.eq(lower.q_matmul_head_mode(small, vals(small), q6), "fused", "small memory: fused as q_matmul")

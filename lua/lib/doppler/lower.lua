@@ -294,14 +294,16 @@ local function own_q_matmul(ctx, hints, key)
 end
 
 -- The LM head's weight (the fused head, and the linear doppler.session marks attrs.lm_head): hint
--- q_matmul_head; auto keeps a Q8_0 head in blocks where own_q_matmul allows. Why: that head reads half the
--- bytes of its f16 copy and, on int8 x, is no longer bound by its instructions (H100, Gemma 3 1B's 262,144 x
--- 1152 head: 0.19 ms per token against the copy's 0.23, docs/BENCHMARKS.md 18b and 20b), and the copy's 604
--- MB are not made. Q6_K (Llama 3's head) takes five loads per unit and stayed slower than its copy (0.21
--- against 0.19): auto keeps the copy.
+-- q_matmul_head; auto keeps a Q8_0 head, and a Q6_K head stored flat, in blocks where own_q_matmul allows.
+-- Why: that head reads half the bytes of its f16 copy and, on int8 x, is no longer bound by its instructions
+-- (H100, Gemma 3 1B's 262,144 x 1152 Q8_0 head: 0.19 ms per token against the copy's 0.23, docs/BENCHMARKS.md
+-- 18b and 20b; flat 0.14), and the copy (604 MB there) is not made. A Q6_K head (Llama 3's) read row_wise
+-- takes 16-bit loads and stayed slower than its copy (0.21 against 0.19); flat (q_layout's auto on such a
+-- device) it took 0.173 against the copy's 0.186 (21f): kept in blocks there (21i).
 local function q_matmul_head_mode(ctx, hints, w)
   local mode, may_keep = own_q_matmul(ctx, hints, "q_matmul_head")
-  return (may_keep and w.etype == "q8_0") and "fused" or mode
+  local blocks = w.etype == "q8_0" or (w.etype == "q6_k" and M.layout_of(ctx.t(w)) == "flat")
+  return (may_keep and blocks) and "fused" or mode
 end
 
 -- gate+up in one pass (R.glu_linear) with `T` tokens, weights wg and wu: hint q_matmul_glu; auto reads the
