@@ -46,9 +46,9 @@ end
 
 -- q_layout=auto on a device (its caps): flat where the device has at least 16 GiB of device memory, row_wise
 -- elsewhere. Why: on the H100 flat read the blocks that stay in blocks there (q_matmul's auto keeps gate+up
--- and a Q8_0 LM head in blocks beside the f16 copies) with 128-bit loads where row_wise needs 16-bit ones:
--- Gemma 3 1B Q4_K_M decode 1.04x, Llama 3.2 1B 1.04x (docs/BENCHMARKS.md 21f, 21h). Smaller devices (lavapipe,
--- where the tests run) keep the file's order; ask for flat there with q_layout=flat.
+-- and a Q8_0 LM head in blocks beside the f16 copies) with 128-bit loads where row_wise needs 16-bit ones (Q4_K
+-- and Q5_K aside): Gemma 3 1B Q4_K_M decode 1.04x, Llama 3.2 1B 1.02x (docs/BENCHMARKS.md 21h). Smaller
+-- devices (lavapipe, where the tests run) keep the file's order; ask for flat there with q_layout=flat.
 function M.auto_layout(caps)
   if not caps then error("doppler.weights: q_layout=auto needs the device's caps (dev:caps())", 3) end
   return (caps.device_local_bytes or 0) >= (16 << 30) and "flat" or "row_wise"
@@ -72,7 +72,8 @@ function M.repack_flat(dev, t)
   local out = dev:tensor { dtype = t:dtype(), shape = t:shape() }
   local logical = lower.logical_shape(t)
   if logical[#logical] ~= t:shape()[#t:shape()] then lower.set_padded(out, logical[#logical]) end
-  local k = dev:kernel { file = "quant/repack_flat.comp", defines = { lower.quant_types[t:dtype()] }, constants = { WG = 256 } }
+  local k = dev:kernel { file = "quant/repack_flat.comp", defines = { lower.quant_types[t:dtype()] },
+                         constants = { WG = 256 } }
   local words = t:nbytes() // 2
   local gx, gy = lower.groups_1d(words, 256)
   local rec = dev:recorder()
