@@ -8,8 +8,8 @@
 //     the context length: one recorded command buffer serves every step);
 //   a workgroup per (head group, chunk, token) computes for each of its G q heads (a group: GS groups share
 //   one kv head, so G * GS = n_q_heads / n_kv_heads; GS = 1 reads K and V once for all the kv head's q heads,
-//   GS > 1 reads them once per group from L2 but gives each workgroup fewer heads: fewer registers, so
-//   wider workgroups hold more keys per round) the chunk's partial softmax:
+//   GS > 1 reads them once per group, from L2, and spreads the heads' arithmetic over GS times more
+//   workgroups: lower.lua's auto takes G = 1, docs/BENCHMARKS.md 21d) the chunk's partial softmax:
 //     m = max_j s_j,  l = sum_j exp(s_j - m),  ov[:] = sum_j exp(s_j - m) V_j[:]
 //   with one chunk (nc = 1) it writes o = ov / l directly; otherwise it stores the partial and the LAST
 //   workgroup of its (head group, token) to finish merges all nc partials:

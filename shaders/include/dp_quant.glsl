@@ -21,8 +21,8 @@
 // consecutive activations. Each group's bytes are loaded with a few aligned 16-bit (or 32-bit, where the
 // block size allows) loads: blocks of 34, 18, 22 and 210 bytes are only 2-byte aligned. Q4_K and Q5_K blocks
 // (144 and 176 bytes, DQ_QB16) are 16-byte aligned in every layout where the tensor is, so there a 16-byte
-// group (a header, 32 codes) is one 128-bit load after a check of the address (H100, Gemma 3 1B Q4_K_M: the
-// flat layout, which loads that way, decoded 1.04x faster than row_wise; docs/BENCHMARKS.md 21f).
+// group (a header, 32 codes) is one 128-bit load after a check of the address (H100, Llama 3.2 1B Q4_K_M:
+// gate+up 0.311 -> 0.291 ms per token, decode 1.015x; Gemma 3 1B unchanged; docs/BENCHMARKS.md 21g).
 // Bit-exactness: scales are widened from f16 bits exactly (dp_f16_bits_to_f32, subnormals kept), and each
 // value is formed with the CPU's operations in the CPU's order; `precise` forbids fusing d1 * q - m1 into an
 // fma or reassociating (d * s) * q, so the dequantised f32 equals core/quant.c's bit for bit.
