@@ -24,6 +24,7 @@
 #define EXT_COOPMAT_NV "VK_NV_cooperative_matrix"
 #define EXT_BF16 "VK_KHR_shader_bfloat16"
 #define EXT_SUBGROUP_SIZE "VK_EXT_subgroup_size_control"
+#define EXT_EXEC_PROPS VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME
 
 void dp_device_opts_default(dp_device_opts *opts)
 {
@@ -324,6 +325,13 @@ static void read_caps(VkInstance inst, VkPhysicalDevice pd, uint32_t index, dp_d
                     coopmat_nv_shape(inst, pd, cm);
     c->coopmat_m = cm[0], c->coopmat_n = cm[1], c->coopmat_k = cm[2];
     c->buffer_device_address = f12.bufferDeviceAddress;
+    if (has_ext(ext, ne, EXT_EXEC_PROPS)) {
+        VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR fx = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+        VkPhysicalDeviceFeatures2 fx2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &fx};
+        vkGetPhysicalDeviceFeatures2(pd, &fx2);
+        c->pipeline_stats = fx.pipelineExecutableInfo;
+    }
 
     const VkPhysicalDeviceLimits *l = &base.limits;
     c->max_shared_memory = l->maxComputeSharedMemorySize;
@@ -416,7 +424,7 @@ static dp_status pick_device(VkPhysicalDevice *pds, uint32_t n, int want, uint32
     return DP_OK;
 }
 
-static uint32_t device_extensions(VkPhysicalDevice pd, const char **names, bool coopmat_nv)
+static uint32_t device_extensions(VkPhysicalDevice pd, const char **names, bool coopmat_nv, bool exec_props)
 {
     uint32_t ne = 0, k = 0;
     vkEnumerateDeviceExtensionProperties(pd, NULL, &ne, NULL);
@@ -427,6 +435,7 @@ static uint32_t device_extensions(VkPhysicalDevice pd, const char **names, bool 
     vkGetPhysicalDeviceProperties(pd, &p);
     if (p.apiVersion < VK_API_VERSION_1_3 && has_ext(ext, ne, EXT_SUBGROUP_SIZE)) names[k++] = EXT_SUBGROUP_SIZE;
     if (coopmat_nv) names[k++] = EXT_COOPMAT_NV;
+    if (exec_props) names[k++] = EXT_EXEC_PROPS;
     free(ext);
     return k;
 }
@@ -494,7 +503,7 @@ static dp_status create_device(dp_device *dev, dp_err *err)
     dev->host_query_reset = s12.hostQueryReset;
 
     const char *exts[8];
-    uint32_t n_ext = device_extensions(pd, exts, c->coopmat_nv);
+    uint32_t n_ext = device_extensions(pd, exts, c->coopmat_nv, dev->kernel_stats);
     /* Cooperative matrices (gemm_cm.comp): the extension and its one feature, last in the chain. */
     VkPhysicalDeviceCooperativeMatrixFeaturesNV ecm = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, .cooperativeMatrix = VK_TRUE};
@@ -502,6 +511,16 @@ static dp_status create_device(dp_device *dev, dp_err *err)
         VkBaseOutStructure *t = (VkBaseOutStructure *)&e2;
         while (t->pNext) t = t->pNext;
         t->pNext = (VkBaseOutStructure *)&ecm;
+    }
+    /* Kernel statistics (DOPPLER_KERNEL_STATS=1 where caps.pipeline_stats): only when asked, since the
+    ** driver may keep more of each compilation around. */
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR eex = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+        .pipelineExecutableInfo = VK_TRUE};
+    if (dev->kernel_stats) {
+        VkBaseOutStructure *t = (VkBaseOutStructure *)&e2;
+        while (t->pNext) t = t->pNext;
+        t->pNext = (VkBaseOutStructure *)&eex;
     }
 
     float prio = 1.0f;
@@ -522,6 +541,13 @@ static dp_status create_device(dp_device *dev, dp_err *err)
     dp_status st = DP_VK(err, vkCreateDevice(pd, &ci, NULL, &dev->device));
     if (st != DP_OK) { dev->device = VK_NULL_HANDLE; return st; }
     vkGetDeviceQueue(dev->device, dev->qfamily, 0, &dev->queue);
+    if (dev->kernel_stats) {
+        dev->get_executables = (PFN_vkGetPipelineExecutablePropertiesKHR)vkGetDeviceProcAddr(
+            dev->device, "vkGetPipelineExecutablePropertiesKHR");
+        dev->get_statistics = (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(
+            dev->device, "vkGetPipelineExecutableStatisticsKHR");
+        dev->kernel_stats = dev->get_executables && dev->get_statistics;
+    }
     return DP_OK;
 }
 
@@ -584,6 +610,12 @@ dp_status dp_device_open(const dp_device_opts *opts, dp_device **out, dp_err *er
     if ((st = pick_device(pds, n, o.index, &idx, err)) != DP_OK) goto fail;
     dev->phys = pds[idx];
     read_caps(dev->instance, dev->phys, idx, &dev->caps);
+    if (o.kernel_stats || env_flag("DOPPLER_KERNEL_STATS")) {
+        dev->kernel_stats = dev->caps.pipeline_stats;
+        if (!dev->kernel_stats)   /* asked for, not available: say so rather than print nothing */
+            fprintf(stderr, "doppler: DOPPLER_KERNEL_STATS: %s has no VK_KHR_pipeline_executable_properties; "
+                            "no kernel statistics\n", dev->caps.name);
+    }
     vkGetPhysicalDeviceMemoryProperties(dev->phys, &dev->mem);
     dev->qfamily = compute_family(dev->phys, NULL);
     if (dev->qfamily == UINT32_MAX) {

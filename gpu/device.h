@@ -59,6 +59,9 @@ typedef struct dp_device_caps {
     ** (NVIDIA drivers still expose it) is the one doppler enables and uses; 0 sizes: none. */
     bool     coopmat_nv;
     uint32_t coopmat_m, coopmat_n, coopmat_k;
+    /* VK_KHR_pipeline_executable_properties with pipelineExecutableInfo: the driver reports statistics of
+    ** each compiled kernel (NVIDIA: registers per invocation, ...); DOPPLER_KERNEL_STATS=1 prints them. */
+    bool     pipeline_stats;
     bool     buffer_device_address;
 
     uint32_t max_shared_memory;     /* maxComputeSharedMemorySize, bytes */
@@ -81,6 +84,8 @@ typedef struct dp_device_caps {
 typedef struct dp_device_opts {
     int         index;        /* physical device; -1: $DOPPLER_DEVICE, else first discrete, else 0 */
     bool        validation;   /* force the validation layer (also: DOPPLER_VALIDATION=1) */
+    bool        kernel_stats; /* print each new pipeline's driver statistics to stderr (also: DOPPLER_KERNEL_STATS=1;
+                              ** devices without caps.pipeline_stats say so once and run without) */
     uint32_t    timeout_ms;   /* fence waits; 0: $DOPPLER_GPU_TIMEOUT_MS, else 120000 */
     uint64_t    block_bytes;  /* pool block size; 0: 256 MiB */
     const char *cache_dir;    /* SPIR-V cache; NULL: $DOPPLER_CACHE_DIR, $XDG_CACHE_HOME/doppler, ~/.cache/doppler */

@@ -24,6 +24,10 @@ struct dp_device {
     uint32_t                 timeout_ms;
     uint64_t                 submits;
     bool                     host_query_reset;
+    /* caps.pipeline_stats switched on (DOPPLER_KERNEL_STATS=1): gpu/kernel_stats.c prints each new pipeline's */
+    bool                     kernel_stats;
+    PFN_vkGetPipelineExecutablePropertiesKHR get_executables;
+    PFN_vkGetPipelineExecutableStatisticsKHR get_statistics;
 
     dp_pool                 *pool;
     dp_shader_cache         *shaders;

@@ -11,6 +11,7 @@
 
 #include "gpu/device_impl.h"
 #include "gpu/kernel.h"
+#include "gpu/kernel_stats.h"
 #include "gpu/shader.h"
 #include "gpu/vkcheck.h"
 
@@ -209,10 +210,12 @@ static dp_status build(dp_device *dev, const dp_kernel_desc *d, dp_kernel *k, dp
     }
     VkComputePipelineCreateInfo pi = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .flags = dev->kernel_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
         .stage = stage,
         .layout = k->layout,
     };
     st = DP_VK(err, vkCreateComputePipelines(dev->device, VK_NULL_HANDLE, 1, &pi, NULL, &k->pipeline));
+    if (st == DP_OK) dp_kernel_stats_print(dev, k->pipeline, k->name, d, k->local, stderr);
 done:
     dp_spirv_free(&spv);
     return st;

@@ -61,6 +61,10 @@ expect "unknown hint lists the valid ones" nz "unknown hint 'bogus'; valid hints
 expect "bad hint value lists the valid ones" nz "precision=f64 is not valid; valid values: default, f32" -- \
   "$BIN" recipes/gemma3.lua --model "$M" --ids 1,2 --hint precision=f64
 expect "unknown option" nz "unknown option '--bogus'" -- "$BIN" recipes/gemma3.lua --model "$M" --bogus
+# DOPPLER_KERNEL_STATS=1: each new pipeline's driver statistics, or (lavapipe has no
+# VK_KHR_pipeline_executable_properties) one line saying there are none; generation runs either way
+expect "DOPPLER_KERNEL_STATS=1" 0 "doppler: kernel stats: attention_decode .*local [0-9]+x1x1:|has no VK_KHR_pipeline_executable_properties; no kernel statistics" -- \
+  env DOPPLER_KERNEL_STATS=1 "$BIN" recipes/gemma3.lua --model "$M" --ids 1,2 --max-tokens 2 --quiet
 expect "prompt longer than the context" nz "exceed the context of 4" -- \
   "$BIN" recipes/gemma3.lua --model "$M" --ids 1,2,3,4,5,6 --hint context=4 --quiet
 expect "token id outside the vocabulary" nz "token id 999999 is outside the vocabulary" -- \
