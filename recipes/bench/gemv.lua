@@ -339,7 +339,7 @@ local function run_case(dev, o, c, h, ws_cache, caps)
   if QK[c.dtype] then row.q_matmul = fused and "fused" or "dequant_f16" end
   if #names == 1 and (names[1] == "gemv" or names[1] == "gemv_q") then
     -- the GEMV's workgroup size, rows per workgroup and UN, from the function doppler.lower uses
-    row.wg, row.rows, row.un = lower.gemv_params({ env = { hints = h } }, names[1] == "gemv_q", math.min(c.T, 4), c.N, c.K)
+    row.wg, row.rows, row.un = lower.gemv_params({ dev = dev, env = { hints = h } }, names[1] == "gemv_q", math.min(c.T, 4), c.N, c.K)
   end
 
   -- check, before timing

@@ -84,8 +84,12 @@ check.case("linear and glu, f16 / q4_k / q8_0, T = 1 and 2: one checked line per
         local per = (quant and r.q_matmul == "fused") and BYTES[dtype](64, 256) or BYTES.f16(64, 256)
         check.eq(r.weight_bytes, n_w * per, "weight bytes read per call")
         if r.kernel == "gemv_q" then
-          check.eq(r.wg, 128, "gemv_q's default workgroup")
-          check.eq(r.rows, 1, "gemv_q's default rows for 64 rows (too few for more per workgroup)")
+          -- a GPU: 128 invocations, 1 row (64 rows are too few for more per workgroup); a CPU device
+          -- (lavapipe): 8 rows of one subgroup-wide vector of lanes each (lower.gemv_params)
+          local c = doppler.device():caps()
+          local cpu = c.type == "cpu"
+          check.eq(r.wg, cpu and 8 * c.subgroup_size or 128, "gemv_q's default workgroup")
+          check.eq(r.rows, cpu and 8 or 1, "gemv_q's default rows")
         end
       end
     end

@@ -279,6 +279,12 @@ check.case("auto: q8x2 where dot products are fast and >= 16 row dot products sh
   local hw = hints.new()
   hw:set("gemv_q_wg", 128, "test")
   check.eq(params({ dev = fctx.dev, env = { act = "f16", hints = hw } }, 8192, 2048, 2), "128x4", "hint gemv_q_wg wins")
+  -- a CPU device (lavapipe): 8 rows of one subgroup-wide vector of lanes each, for every shape; a hint still wins
+  local cpu = { caps = function() return { name = "cpu", type = "cpu", subgroup_size = 8, integer_dot = true,
+                                           integer_dot_fast = false, max_shared_memory = 32768 } end }
+  check.eq(params({ dev = cpu, env = ctx.env }, 512, 256, 2), "64x8", "CPU device, a tiny gate+up: 64 x 8")
+  check.eq(params({ dev = cpu, env = ctx.env }, 1152, 6912, nil), "64x8", "CPU device, Gemma's down: 64 x 8")
+  check.eq(params({ dev = cpu, env = { act = "f16", hints = hw } }, 512, 256, nil), "128x1", "CPU device, hint gemv_q_wg=128")
   local h = hints.new()
   h:set("gemv_q_x", "q8", "test")
   ctx.env = { act = "f32", hints = h }

@@ -370,10 +370,21 @@ end
 -- share each staging). Why: on the H100 Llama 3.2 1B's gate+up (8192 x 2048: 4 rows at 128, since 8 rows
 -- would be 4 units per thread) took 0.386 ms per token with act and 0.311 at 256 invocations, 8 rows and q8x2
 -- (docs/BENCHMARKS.md 18g, 18h); Gemma 3 1B's (K = 1152) already has 8 rows at 128.
+-- On a CPU device (caps.type "cpu": lavapipe) neither rule applies: there a workgroup's invocations run one
+-- SIMD vector of subgroup-size lanes after another with no memory latency to hide, and an idle lane costs
+-- as much as a busy one, so the built-in is 8 rows with one vector of lanes each (workgroups of 8 x the
+-- subgroup size). Why: the rules above give a row 32 to 128 lanes, and a row of the tests' tiny models
+-- has 8 units (K = 256), so most lanes idled; on lavapipe (Gemma-shaped GGUF fixture, Q4_K_M, 8 tokens one
+-- at a time) gemv_q took 575 ms with the GPU rules and 95 ms with this one (docs/BENCHMARKS.md, lavapipe).
+local CPU_ROWS = 8
 function M.gemv_params(ctx, quantised, tt, N, K, nw)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   if quantised then
     local wg, rows = hints.gemv_q_wg or 0, hints.gemv_q_rows or 0
+    local c = ctx.dev:caps()
+    if wg == 0 and rows == 0 and c.type == "cpu" then
+      wg, rows = CPU_ROWS * math.max(1, c.subgroup_size or 1), CPU_ROWS
+    end
     if wg == 0 then
       wg = 128
       if nw == 2 and rows == 0 and M.gemv_q_rows(N, K, 128) < 8 and M.gemv_q_rows(N, K, 256) == 8 then
