@@ -285,6 +285,13 @@ check.case("auto: q8x2 where dot products are fast and >= 16 row dot products sh
   check.eq(params({ dev = cpu, env = ctx.env }, 512, 256, 2), "64x8", "CPU device, a tiny gate+up: 64 x 8")
   check.eq(params({ dev = cpu, env = ctx.env }, 1152, 6912, nil), "64x8", "CPU device, Gemma's down: 64 x 8")
   check.eq(params({ dev = cpu, env = { act = "f16", hints = hw } }, 512, 256, nil), "128x1", "CPU device, hint gemv_q_wg=128")
+  -- the quantised LM head (head = true): 128 invocations, 8 rows on a GPU; the CPU rule on a CPU device
+  local function hparams(c, N, K) local wg, rows = lower.gemv_params(c, true, nil, N, K, nil, true) return wg .. "x" .. rows end
+  check.eq(params(fctx, 128256, 2048, nil), "128x4", "Llama's head shape as a plain linear: 128 x 4")
+  check.eq(hparams(fctx, 128256, 2048), "128x8", "... as the LM head: 128 x 8")
+  check.eq(hparams(fctx, 262144, 1152), "128x8", "Gemma's LM head: 128 x 8")
+  check.eq(hparams({ dev = cpu, env = ctx.env }, 128256, 2048), "64x8", "the LM head on a CPU device: 64 x 8")
+  check.eq(hparams({ dev = fctx.dev, env = { act = "f16", hints = hw } }, 128256, 2048), "128x4", "the head, hint gemv_q_wg=128")
   local h = hints.new()
   h:set("gemv_q_x", "q8", "test")
   ctx.env = { act = "f32", hints = h }

@@ -376,14 +376,21 @@ end
 -- subgroup size). Why: the rules above give a row 32 to 128 lanes, and a row of the tests' tiny models
 -- has 8 units (K = 256), so most lanes idled; on lavapipe (Gemma-shaped GGUF fixture, Q4_K_M, 8 tokens one
 -- at a time) gemv_q took 575 ms with the GPU rules and 95 ms with this one (docs/BENCHMARKS.md, lavapipe).
-local CPU_ROWS = 8
-function M.gemv_params(ctx, quantised, tt, N, K, nw)
+-- head = true: the quantised LM head (fused/lm_head_q.comp, or the gemv_q it replaces): 128 invocations and 8
+-- rows (16 threads per row) whatever the row length. Why: on the H100 Llama 3.2 1B's Q6_K head (128256 x 2048)
+-- took 0.174 ms per token at 4 rows (the Q_MAX_ROUNDS rule: 2 units per thread) and 0.148 at 8 (4 units per
+-- thread); Gemma 3 1B's (K = 1152) has 8 rows at 128 already, and 0.169 ms at 256 invocations (22b,
+-- docs/BENCHMARKS.md; DOPPLER_KERNEL_STATS=1 gave the head 56 registers).
+local CPU_ROWS, HEAD_WG, HEAD_ROWS = 8, 128, 8
+function M.gemv_params(ctx, quantised, tt, N, K, nw, head)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   if quantised then
     local wg, rows = hints.gemv_q_wg or 0, hints.gemv_q_rows or 0
     local c = ctx.dev:caps()
     if wg == 0 and rows == 0 and c.type == "cpu" then
       wg, rows = CPU_ROWS * math.max(1, c.subgroup_size or 1), CPU_ROWS
+    elseif wg == 0 and rows == 0 and head then
+      wg, rows = HEAD_WG, HEAD_ROWS
     end
     if wg == 0 then
       wg = 128
@@ -454,7 +461,7 @@ end
 -- is): the row (4 K), four arrays of WG words (the norm's, the rows' sums, the best values and indices) and
 -- the staged groups.
 function M.lm_head_q_shared(ctx, N, K, planes)
-  local gw = M.gemv_params(ctx, true, nil, N, K)
+  local gw = M.gemv_params(ctx, true, nil, N, K, nil, true)
   local wg = math.max(gw, norm_layout(K, 1))
   return 4 * K + 16 * wg + (planes > 0 and (16 * planes + 16) * ceil_div(K, 16) or 0)
 end
@@ -629,7 +636,7 @@ local function emit_linear(ctx, x, w, b, y)
     emit_gemm_cm(ctx, defs, b, T, N, K, push)
   elseif mode == "gemv" or (mode == "auto" and (T <= 4 or not qdef)) then
     local tt = math.min(T, 4)
-    local wg, rows, un = M.gemv_params(ctx, qdef ~= nil, tt, N, K)
+    local wg, rows, un = M.gemv_params(ctx, qdef ~= nil, tt, N, K, nil, (y.attrs or {}).lm_head)
     local file = qdef and "matmul/gemv_q.comp" or "matmul/gemv.comp"
     local spec = { WG = wg, ROWS = rows, TT = tt, UN = un }
     if qdef then
@@ -1303,7 +1310,7 @@ R.lm_head = function(ctx, n)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   local wt, qdef = ctx.t(w), Q_DEFINE[w.etype]
   if qdef and q_matmul_head_mode(ctx, hints, w) == "dequant_f16" then wt, qdef = dequant_f16(ctx, w), nil end
-  local gw, rows = M.gemv_params(ctx, qdef ~= nil, nil, N, K)
+  local gw, rows = M.gemv_params(ctx, qdef ~= nil, nil, N, K, nil, true)
   local defs = {}
   if qdef then
     if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", w.attrs.name, w.etype, K) end
