@@ -375,7 +375,7 @@ end
 -- as much as a busy one, so the built-in is 8 rows with one vector of lanes each (workgroups of 8 x the
 -- subgroup size). Why: the rules above give a row 32 to 128 lanes, and a row of the tests' tiny models
 -- has 8 units (K = 256), so most lanes idled; on lavapipe (Gemma-shaped GGUF fixture, Q4_K_M, 8 tokens one
--- at a time) gemv_q took 575 ms with the GPU rules and 95 ms with this one (docs/BENCHMARKS.md, lavapipe).
+-- at a time) gemv_q took 575 ms with the GPU rules and 95 ms with this one (docs/BENCHMARKS.md 22-lvp).
 -- head = true: the quantised LM head (fused/lm_head_q.comp, or the gemv_q it replaces): 128 invocations and 8
 -- rows (16 threads per row) whatever the row length. Why: on the H100 Llama 3.2 1B's Q6_K head (128256 x 2048)
 -- took 0.174 ms per token at 4 rows (the Q_MAX_ROUNDS rule: 2 units per thread) and 0.148 at 8 (4 units per
