@@ -2,7 +2,8 @@
 # scripts/test.sh: the whole test suite, from a fresh clone (README's second command; .ci/run calls it).
 #   1. installs the Debian packages (scripts/install-deps.sh)
 #   2. normal build + ctest on lavapipe, Vulkan validation layer on (any message fails the test)
-#   3. AddressSanitizer + UndefinedBehaviorSanitizer build + the same ctest run
+#   3. AddressSanitizer + UndefinedBehaviorSanitizer build + the same ctest run, without the validation layer
+#      (the same Vulkan calls as stage 2, whose layer already checked them; tests/tests.cmake)
 #   4. every libFuzzer target for DOPPLER_FUZZ_SECONDS (default 60) seconds on its corpus
 # Environment: DOPPLER_TEST_STAGES (default "normal asan fuzz"), DOPPLER_FUZZ_SECONDS, JOBS.
 set -euo pipefail
@@ -37,7 +38,8 @@ run_stage() {   # name, build dir, cmake args...
 for stage in $STAGES; do
   case $stage in
     normal) run_stage normal build ;;
-    asan)   run_stage asan build-asan -DDOPPLER_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo ;;   # -O2: the CPU references in tests are slow at -O0
+    asan)   # -O2: the CPU references in tests are slow at -O0
+            run_stage asan build-asan -DDOPPLER_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDOPPLER_TEST_VALIDATION=OFF ;;
     fuzz)
       # Only core/ is fuzzed (the parsers of files users hand us): build just the fuzz targets.
       echo "== [fuzz] build (clang, libFuzzer)"

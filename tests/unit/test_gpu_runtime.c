@@ -447,7 +447,12 @@ static void test_profiler_counts(void **state)
 static void test_validation_messages_are_counted(void **state)
 {
     (void)state;
-    dp_device *dev = dp_test_device_open();
+    dp_device_opts o;
+    dp_device_opts_default(&o);
+    o.validation = true;   /* whatever DOPPLER_VALIDATION says */
+    dp_device *dev = NULL;
+    dp_err err = {0};
+    DP_TEST_OK(dp_device_open(&o, &dev, &err), &err);
     VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, .flags = 0x80};   /* invalid flag bit */
     VkFence f = VK_NULL_HANDLE;
     fprintf(stderr, "(the next validation error is expected)\n");

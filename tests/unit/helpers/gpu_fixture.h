@@ -1,6 +1,6 @@
 /*
 ** tests/unit/helpers/gpu_fixture.h: what GPU tests share: a device opened with validation (the
-** message count must stay 0), deterministic random data, and one-call kernel runs.
+** message count must stay 0; off only where DOPPLER_VALIDATION=0), deterministic random data, and one-call kernel runs.
 */
 #ifndef DP_TEST_GPU_FIXTURE_H
 #define DP_TEST_GPU_FIXTURE_H
@@ -12,7 +12,7 @@
 #include "gpu/recorder.h"
 #include "gpu/tensor.h"
 
-/* Opens the default device (validation forced on) or fails the test with the message. */
+/* Opens the default device (validation on unless DOPPLER_VALIDATION=0) or fails the test with the message. */
 dp_device *dp_test_device_open(void);
 /* Asserts no validation message was seen, then closes. */
 void       dp_test_device_close(dp_device *dev);
