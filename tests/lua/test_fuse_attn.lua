@@ -11,7 +11,9 @@
 --   attention_decode's merge is in the kernel (no attention_reduce dispatch); the hints attention_lanes /
 --   attention_wg pick other variants with the same logits, and a value that does not suit the head_dim or
 --   the device is an error listing the valid ones; auto takes one q head per workgroup, and attention_heads
---   puts more of a kv head's q heads in one (the plan's spec constants G and GS say so) with the same logits.
+--   puts more of a kv head's q heads in one (the plan's spec constants G and GS say so) with the same logits;
+--   attention_splits' auto chunks (256 / (kv heads x T) on a GPU, 1 on a CPU device) on fake devices, and
+--   several chunks per query on this device (the grid says so) with the logits of the auto plan.
 -- The kernels themselves are tested against core/ref in tests/unit (test_k_rope_kv.c, test_k_norm.c,
 -- test_k_attention_flash.c); the fixture tests check the fused models against the references.
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
@@ -46,9 +48,9 @@ local function steps(name, hint_list, first)
   end
   local names = {}
   for i, k in ipairs(s.last_plan.kernel_log) do names[i] = k:name() end
-  local specs = s.last_plan.kernel_specs
+  local specs, groups = s.last_plan.kernel_specs, s.last_plan.kernel_groups
   m:close()
-  return rows, names, names0, specs
+  return rows, names, names0, specs, groups
 end
 
 local function count(names, want)
@@ -181,6 +183,39 @@ check.case("attention_heads: a kv head's q heads over several workgroups, same l
                "attention_heads=8 on 4 heads per kv head: " .. tostring(err))
   ok, err = pcall(function() hints.new():set("attention_heads", "3", "test") end)
   check.truthy(not ok and tostring(err):find("valid values"), "attention_heads=3 rejected: " .. tostring(err))
+end)
+
+-- The most chunks (workgroups along y) of the attention_decode dispatches of a plan (a sliding-window layer
+-- of gemma3-tiny sees fewer keys, so it may take fewer).
+local function attention_chunks(names, groups)
+  local n = 0
+  for i, k in ipairs(names) do
+    if k == "attention_decode" then n = math.max(n, groups[i][2]) end
+  end
+  return n
+end
+
+check.case("attention_splits: 256 / (kv heads x T) chunks on a GPU, 1 on a CPU device; several chunks, same logits", function()
+  local lower = require "doppler.lower"
+  local function on(kind) return { dev = { caps = function() return { type = kind } end } } end
+  -- Gemma 3 1B: 1 kv head, one token, a 4096-key cache, chunks of at least 8 keys
+  check.eq(lower.attention_decode_chunks(on("discrete"), {}, 1, 1, 4096, 8), 64, "GPU: 256, at most 64")
+  check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 1, 4096, 8), 32, "GPU, 8 kv heads: 32")
+  check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 2, 4096, 8), 16, "GPU, 8 kv heads, 2 tokens: 16")
+  check.eq(lower.attention_decode_chunks(on("discrete"), {}, 1, 1, 100, 8), 13, "GPU: no more chunks than keys / 8")
+  check.eq(lower.attention_decode_chunks(on("cpu"), {}, 1, 1, 4096, 8), 1, "CPU device: one chunk")
+  check.eq(lower.attention_decode_chunks(on("cpu"), { attention_splits = 16 }, 1, 1, 4096, 8), 16, "the hint wins")
+  -- on this device: the auto plan against several chunks per query (the merge, and chunks past the keys
+  -- written so far), in whole-model steps; context 64 with 8 keys per chunk holds at most 8 chunks
+  local auto, ka, _, _, ga = steps("gemma3-tiny", { precision = "f32" })
+  local want = doppler.device():caps().type == "cpu" and 1 or 8
+  check.eq(attention_chunks(ka, ga), want, "auto chunks on this device (a global layer)")
+  local split, ks, _, _, gs = steps("gemma3-tiny", { precision = "f32", attention_splits = 16 })
+  check.eq(attention_chunks(ks, gs), 8, "attention_splits=16: 64 keys / 8 per chunk (a global layer)")
+  same_logits(auto, split, "attention_splits=16")
+  local la, kl, _, _, gl = steps("llama3-tiny", { precision = "f32", attention_splits = 4 })
+  check.eq(attention_chunks(kl, gl), 4, "llama3-tiny attention_splits=4")
+  same_logits(steps("llama3-tiny", { precision = "f32" }), la, "llama3-tiny attention_splits=4")
 end)
 
 check.case("attention_decode's auto variant: lanes, workgroup, keys per round and heads on fake devices", function()

@@ -113,6 +113,7 @@ function M.context(dev, plan, env)
                 profile_shapes = os.getenv("DOPPLER_PROFILE_SHAPES") == "1" }
   plan.kernel_log = {}   -- every dispatch's kernel, in order (tests check which kernels a fusion left)
   plan.kernel_specs = {} -- and what it was made from, { file, defines, constants } (tests check hints reach it)
+  plan.kernel_groups = {} -- and its workgroup counts { gx, gy, gz } (tests check a split reaches the grid)
 
   function ctx.t(node) return plan.tensors[node] end
 
@@ -176,6 +177,7 @@ function M.context(dev, plan, env)
     ctx.dispatches = ctx.dispatches + 1
     plan.kernel_log[ctx.dispatches] = kernel
     plan.kernel_specs[ctx.dispatches] = desc
+    plan.kernel_groups[ctx.dispatches] = { gx, gy, gz }
   end
   return ctx
 end
@@ -801,6 +803,24 @@ local function decode_variant(ctx, D, vec, Gkv, hints, nl)
 end
 M.attention_decode_variant = decode_variant   -- tests check the auto rule on fake devices
 
+-- attention_decode's chunks (split-K, flash-decoding) over up to max_keys keys, each of at least min_chunk
+-- keys and at most ATTN_MAX_CHUNKS: hint attention_splits, else 256 / (kv heads x tokens) workgroups' worth.
+-- Why 256: a GPU needs hundreds of workgroups in flight while one decode step's attention has a few per kv
+-- head. On a CPU device (caps.type "cpu": lavapipe) the built-in is 1: there workgroups run one after
+-- another on a few cores, so a split gains nothing and costs each chunk's prologue and the merge, and the
+-- chunks past the keys written so far (the plan is recorded for the whole cache) still run. On lavapipe
+-- (Gemma-shaped GGUF fixture, f32, 56 tokens one at a time) attention_decode took 581 ms with 64 chunks and
+-- 138 ms with 1 (docs/BENCHMARKS.md, session 16). The tests still run several chunks end to end on lavapipe
+-- through the hint (tests/lua/test_fuse_attn.lua), and the kernel tests run the merge directly.
+local function decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk)
+  local splits = hints.attention_splits or 0
+  if splits == 0 then
+    splits = ctx.dev:caps().type == "cpu" and 1 or math.max(1, 256 // (Hkv * T))
+  end
+  return math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
+end
+M.attention_decode_chunks = decode_chunks
+
 -- ---- attention_rope (fusions.lua): rope_kv's work in attention_decode's dispatch (DP_ROPE_QK) --------------
 -- n.inputs: q, k, v (the projections, unrotated), pos, kc, vc, inv_freq[, qw, kw]; n.attrs.rope = { norm, eps,
 -- offset }. The dispatch is attention_decode's; push and spec constants as its header says for DP_ROPE_QK.
@@ -832,9 +852,7 @@ local function attention_rope(ctx, n)
   local lk, wg, uk, G, gs = decode_variant(ctx, D, vec, Hq // Hkv, hints, nl)
   local min_chunk = hints.attention_min_chunk or 0
   if min_chunk == 0 then min_chunk = (wg // lk) * uk end
-  local splits = hints.attention_splits or 0
-  if splits == 0 then splits = math.max(1, 256 // (Hkv * T)) end
-  local n_chunks = math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
+  local n_chunks = decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk)
   local consts = { WG = wg, D = D, G = G, GS = gs, LK = lk, UK = uk, MINC = min_chunk, ROT = 2 * freq.bshape[1],
                    NL = nl }
   if rope.norm then consts.EPS, consts.WOFF = rope.eps, rope.offset end
@@ -928,9 +946,7 @@ R.attention = function(ctx, n)
     -- take few workgroups and the merge reads few partials
     local min_chunk = hints.attention_min_chunk or 0
     if min_chunk == 0 then min_chunk = (wg // lk) * uk end
-    local splits = hints.attention_splits or 0
-    if splits == 0 then splits = math.max(1, 256 // (Hkv * T)) end
-    local n_chunks = math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
+    local n_chunks = decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk)
     push.part_o = attn_scratch(ctx, T * Hq * n_chunks * D)
     push.part_ml = attn_scratch(ctx, T * Hq * n_chunks * 2)
     push.counter = zeroed_counters(ctx, "attention_counter", T * Hkv * gs)
