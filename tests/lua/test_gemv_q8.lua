@@ -285,6 +285,15 @@ check.case("auto: q8x2 where dot products are fast and >= 16 row dot products sh
   check.eq(params({ dev = cpu, env = ctx.env }, 512, 256, 2), "64x8", "CPU device, a tiny gate+up: 64 x 8")
   check.eq(params({ dev = cpu, env = ctx.env }, 1152, 6912, nil), "64x8", "CPU device, Gemma's down: 64 x 8")
   check.eq(params({ dev = cpu, env = { act = "f16", hints = hw } }, 512, 256, nil), "128x1", "CPU device, hint gemv_q_wg=128")
+  -- float weights: 128 invocations and 2 rows on a GPU, the CPU rule on a CPU device; a hint wins
+  local function fparams(c, N, K) local wg, rows = lower.gemv_params(c, false, 1, N, K) return wg .. "x" .. rows end
+  check.eq(fparams(fctx, 1152, 6912), "128x2", "float GEMV on a GPU: 128 x 2")
+  check.eq(fparams({ dev = cpu, env = ctx.env }, 1152, 6912), "64x8", "float GEMV on a CPU device: 64 x 8")
+  check.eq(table.concat({ lower.gemv_float_default({ dev = cpu }) }, "x"), "64x8", "gemv_multi's on a CPU device")
+  check.eq(table.concat({ lower.gemv_float_default(fctx) }, "x"), "128x2", "gemv_multi's on a GPU")
+  local hf = hints.new()
+  hf:set("gemv_rows", 4, "test")
+  check.eq(fparams({ dev = cpu, env = { act = "f16", hints = hf } }, 1152, 6912), "128x4", "CPU device, hint gemv_rows=4")
   -- the quantised LM head (head = true): 128 invocations, 8 rows on a GPU; the CPU rule on a CPU device
   local function hparams(c, N, K) local wg, rows = lower.gemv_params(c, true, nil, N, K, nil, true) return wg .. "x" .. rows end
   check.eq(params(fctx, 128256, 2048, nil), "128x4", "Llama's head shape as a plain linear: 128 x 4")

@@ -9,6 +9,7 @@
 -- doppler.sample_cpu (core/sample.c) draws from them. With keep_logits the fused kernel also writes the
 -- logits, which must equal the unfused ones bit for bit with f32 activations (the strongest check that it
 -- computes as they do); with f16 activations within one f16 rounding of the normalised row (see case).
+-- The auto workgroup count (lm_head_groups: 16 on a CPU device, up to 1024 on a GPU) reaches the dispatch.
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -104,9 +105,9 @@ local function run(c, fused, keep)
     constants = function() end, keep_logits = keep,
   })
   p:run()
-  local r = { next = p:output("next"):download({ dtype = "u32" })[1], kernels = {} }
+  local r = { next = p:output("next"):download({ dtype = "u32" })[1], kernels = {}, groups = {} }
   if p:output("logits") then r.logits = p:output("logits"):download() end
-  for i, k in ipairs(p.kernel_log) do r.kernels[i] = k:name() end
+  for i, k in ipairs(p.kernel_log) do r.kernels[i], r.groups[i] = k:name(), p.kernel_groups[i] end
   return r
 end
 
@@ -305,6 +306,27 @@ check.case("tuned GEMV parameters: the fused head follows gemv_wg / gemv_rows / 
   -- above and those before take the prefetching loop (lm_head_groups = 7 and 3: many row blocks per workgroup)
   case { act = "f32", w_dtype = "f16", K = 1024, N = 1001, hints = { gemv_wg = 64, gemv_rows = 8 } }
   case { act = "f32", w_dtype = "q8_0", K = 256, N = 1001, hints = { q_matmul = "fused", gemv_q_wg = 64, gemv_q_rows = 8 } }
+end)
+
+-- The workgroups of the plan's fused head dispatch.
+local function head_groups(r)
+  for i, k in ipairs(r.kernels) do
+    if k == "lm_head" or k == "lm_head_q" then return r.groups[i][1] end
+  end
+end
+
+check.case("lm_head_groups: at most 16 workgroups on a CPU device, 1024 on a GPU; one row block each by the hint", function()
+  local cpu = dev:caps().type == "cpu"
+  local _, fused = case { act = "f32", w_dtype = "f16", K = 256, N = 1001 }
+  if cpu then check.eq(head_groups(fused), 16, "auto on a CPU device: 16 workgroups, many row blocks each")
+  else check.truthy(head_groups(fused) > 16, "auto on a GPU: up to 1024 workgroups") end
+  -- 1024 allowed: every workgroup takes one row block (the loop runs once; with 16 it runs many times)
+  local lower = require "doppler.lower"
+  local _, rows = lower.gemv_params({ dev = dev, env = { hints = hints.new() } }, false, nil, 1001, 256, nil, true)
+  _, fused = case { act = "f32", w_dtype = "f16", K = 256, N = 1001, hints = { lm_head_groups = 1024 } }
+  local blocks = (1001 + rows - 1) // rows
+  if cpu then check.eq(head_groups(fused), blocks, "lm_head_groups=1024: one row block per workgroup")
+  else check.truthy(head_groups(fused) * 2 > blocks, "lm_head_groups=1024: a row block per team of lanes") end
 end)
 
 check.case("quantised head with int8 x (gemv_q_x q8x2, q8): fused/lm_head_q.comp = gemv_q's DP_XQ8", function()

@@ -62,9 +62,9 @@ M.known = {
 -- ---- tunable kernel parameters (doppler tune: docs/TUNING.md) ------------------------------------------
 -- 0 = the built-in choice; `choices` lists the accepted values (anything else is an error listing them).
 M.known.gemv_wg     = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, default = 0,
-                        doc = "float GEMV (matmul/gemv.comp): workgroup size (0: 128)" }
+                        doc = "float GEMV (matmul/gemv.comp): workgroup size (0: 128; on a CPU device 8 x the subgroup size, with 8 rows, where gemv_rows is 0 too)" }
 M.known.gemv_rows   = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
-                        doc = "float GEMV: rows of W per workgroup (0: 2)" }
+                        doc = "float GEMV: rows of W per workgroup (0: 2; 8 on a CPU device where gemv_wg is 0 too)" }
 M.known.gemv_q_wg   = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, default = 0,
                         doc = "quantised GEMV (matmul/gemv_q.comp): workgroup size (0: 128; 256 for gate+up where that gives 8 rows and int8 x, docs/BENCHMARKS.md 18h; on a CPU device 8 x the subgroup size, with 8 rows)" }
 M.known.gemv_q_rows = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
@@ -88,7 +88,7 @@ M.known.attention_prefill_cm_split = { kind = "int", choices = { 0, 1, 2, 4, 8 }
 M.known.attention_prefill_cm_keys = { kind = "int", choices = { 0, 16, 32, 64 }, default = 0,
                         doc = "flash prefill on cooperative matrices: keys per tile (0: 16)" }
 M.known.lm_head_groups = { kind = "int", min = 0, default = 0,
-                        doc = "fused final norm + LM head + argmax (fusion lm_head): most workgroups (0: 1024)" }
+                        doc = "fused final norm + LM head + argmax (fusion lm_head): most workgroups (0: 1024; 16 on a CPU device)" }
 M.known.tune        = { values = { "on", "off" }, default = "on",
                         doc = "use the per-device tuning cache written by `doppler tune` as defaults (docs/TUNING.md)" }
 

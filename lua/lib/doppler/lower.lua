@@ -384,6 +384,18 @@ end
 -- thread); Gemma 3 1B's (K = 1152) has 8 rows at 128 already, and 0.169 ms at 256 invocations (22b,
 -- docs/BENCHMARKS.md; DOPPLER_KERNEL_STATS=1 gave the head 56 registers).
 local CPU_ROWS, HEAD_WG, HEAD_ROWS = 8, 128, 8
+
+-- The float GEMVs' built-in workgroup and rows (gemv.comp, fused/gemv_multi.comp, and fused/lm_head.comp,
+-- which follows gemv): 128 invocations and 2 rows; on a CPU device gemv_q's CPU rule, 8 rows of one
+-- subgroup-wide vector of lanes each, for the same reason (an idle lane costs as much as a busy one there).
+-- On lavapipe (gemma3-tiny, 40 tokens) o and down went 2.45 -> 1.85 ms per token (docs/BENCHMARKS.md,
+-- session 16).
+function M.gemv_float_default(ctx)
+  local c = ctx.dev:caps()
+  if c.type == "cpu" then return CPU_ROWS * math.max(1, c.subgroup_size or 1), CPU_ROWS end
+  return 128, 2
+end
+
 function M.gemv_params(ctx, quantised, tt, N, K, nw, head)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   if quantised then
@@ -407,6 +419,7 @@ function M.gemv_params(ctx, quantised, tt, N, K, nw, head)
     return wg, rows, M.gemv_unroll(ctx, true, tt)
   end
   local wg, rows = hints.gemv_wg or 0, hints.gemv_rows or 0
+  if wg == 0 and rows == 0 then wg, rows = M.gemv_float_default(ctx) end
   wg, rows = wg ~= 0 and wg or 128, rows ~= 0 and rows or 2
   -- gemv.comp's shared memory is 4 * ROWS * TT * WG bytes (TT <= 4): at most 32 KiB
   if wg * rows > 2048 then Graph.fail("hints: gemv_wg=%d * gemv_rows=%d exceeds 2048 (shared memory)", wg, rows) end
@@ -1039,9 +1052,10 @@ end
 -- several weights per pass. glu_linear: y = act(x·Wgᵀ) * (x·Wuᵀ); qkv_linear: two or three linears of one
 -- x, each into its own output (the node itself is the first; the others are fused_output nodes).
 local function gemv_multi(ctx, defs, rows_total, T, push)
-  local tt, rows = math.min(T, 4), 2
+  local tt = math.min(T, 4)
+  local wg, rows = M.gemv_float_default(ctx)   -- not the gemv_wg / gemv_rows hints: the tuner times them alone
   local k = ctx.kernel("fused/gemv_multi.comp", ctx.defines(defs),
-                       { WG = 128, ROWS = rows, TT = tt, UN = M.gemv_unroll(ctx, false, tt) })
+                       { WG = wg, ROWS = rows, TT = tt, UN = M.gemv_unroll(ctx, false, tt) })
   local nb = ceil_div(rows_total, rows)
   local gx = math.min(nb, WG_MAX_GROUPS)
   ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
@@ -1360,8 +1374,11 @@ R.lm_head = function(ctx, n)
   local wg = math.max(gw, nl)
   local teams = wg // gw
   local nb = ceil_div(N, rows)
+  -- auto: 1024 workgroups at most, 16 on a CPU device. Why: every workgroup normalises x before its rows, and
+  -- on a CPU those prologues run one after another: on lavapipe (gemma3-tiny, 512 rows: 256 workgroups) the
+  -- head took 8.8 ms per token, and 1.2 with 16 (docs/BENCHMARKS.md, session 16); 16 still keeps 16 cores busy.
   local cap = hints.lm_head_groups or 0
-  if cap == 0 then cap = 1024 end
+  if cap == 0 then cap = ctx.dev:caps().type == "cpu" and 16 or 1024 end
   local gx = math.min(ceil_div(nb, teams), cap, WG_MAX_GROUPS)
   local pv = ctx.dev:tensor { dtype = "f32", shape = { gx } }
   local pi = ctx.dev:tensor { dtype = "u32", shape = { gx } }
