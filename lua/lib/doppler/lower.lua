@@ -385,14 +385,18 @@ end
 -- docs/BENCHMARKS.md; DOPPLER_KERNEL_STATS=1 gave the head 56 registers).
 local CPU_ROWS, HEAD_WG, HEAD_ROWS = 8, 128, 8
 
+-- Is the device a CPU (caps.type "cpu": lavapipe)? Its kernel defaults differ (docs/ARCHITECTURE.md).
+local function on_cpu(ctx) return ctx.dev:caps().type == "cpu" end
+
+-- Every GEMV's workgroup and rows on a CPU device: CPU_ROWS rows of one subgroup-wide vector of lanes each.
+local function cpu_gemv(ctx) return CPU_ROWS * math.max(1, ctx.dev:caps().subgroup_size or 1), CPU_ROWS end
+
 -- The float GEMVs' built-in workgroup and rows (gemv.comp, fused/gemv_multi.comp, and fused/lm_head.comp,
--- which follows gemv): 128 invocations and 2 rows; on a CPU device gemv_q's CPU rule, 8 rows of one
--- subgroup-wide vector of lanes each, for the same reason (an idle lane costs as much as a busy one there).
--- On lavapipe (gemma3-tiny, 40 tokens) o and down went 2.45 -> 1.85 ms per token (docs/BENCHMARKS.md,
--- session 16).
+-- which follows gemv): 128 invocations and 2 rows; on a CPU device gemv_q's CPU rule, for the same reason
+-- (an idle lane costs as much as a busy one there). On lavapipe (gemma3-tiny, 40 tokens) o and down went
+-- 2.45 -> 1.85 ms per token (docs/BENCHMARKS.md, session 16).
 function M.gemv_float_default(ctx)
-  local c = ctx.dev:caps()
-  if c.type == "cpu" then return CPU_ROWS * math.max(1, c.subgroup_size or 1), CPU_ROWS end
+  if on_cpu(ctx) then return cpu_gemv(ctx) end
   return 128, 2
 end
 
@@ -400,9 +404,8 @@ function M.gemv_params(ctx, quantised, tt, N, K, nw, head)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   if quantised then
     local wg, rows = hints.gemv_q_wg or 0, hints.gemv_q_rows or 0
-    local c = ctx.dev:caps()
-    if wg == 0 and rows == 0 and c.type == "cpu" then
-      wg, rows = CPU_ROWS * math.max(1, c.subgroup_size or 1), CPU_ROWS
+    if wg == 0 and rows == 0 and on_cpu(ctx) then
+      wg, rows = cpu_gemv(ctx)
     elseif wg == 0 and rows == 0 and head then
       wg, rows = HEAD_WG, HEAD_ROWS
     end
@@ -828,7 +831,7 @@ M.attention_decode_variant = decode_variant   -- tests check the auto rule on fa
 local function decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk)
   local splits = hints.attention_splits or 0
   if splits == 0 then
-    splits = ctx.dev:caps().type == "cpu" and 1 or math.max(1, 256 // (Hkv * T))
+    splits = on_cpu(ctx) and 1 or math.max(1, 256 // (Hkv * T))
   end
   return math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
 end
@@ -1378,7 +1381,7 @@ R.lm_head = function(ctx, n)
   -- on a CPU those prologues run one after another: on lavapipe (gemma3-tiny, 512 rows: 256 workgroups) the
   -- head took 8.8 ms per token, and 1.2 with 16 (docs/BENCHMARKS.md, session 16); 16 still keeps 16 cores busy.
   local cap = hints.lm_head_groups or 0
-  if cap == 0 then cap = ctx.dev:caps().type == "cpu" and 16 or 1024 end
+  if cap == 0 then cap = on_cpu(ctx) and 16 or 1024 end
   local gx = math.min(ceil_div(nb, teams), cap, WG_MAX_GROUPS)
   local pv = ctx.dev:tensor { dtype = "f32", shape = { gx } }
   local pi = ctx.dev:tensor { dtype = "u32", shape = { gx } }
