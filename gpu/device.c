@@ -583,7 +583,10 @@ static dp_status create_context(dp_device *dev, const dp_device_opts *o, dp_err 
     char key[1024];
     snprintf(key, sizeof key, "%04x:%04x:%u:%s:%s:%s", dev->caps.vendor_id, dev->caps.device_id,
              dev->caps.driver_version, dev->caps.name, dev->caps.driver_name, dev->caps.driver_info);
-    return dp_shader_cache_create(o->cache_dir, sdir, key, &dev->shaders, err);
+    /* A CPU device (lavapipe) compiles each kernel with LLVM when it is first dispatched: DP_DEVICE_CPU lets
+    ** the shaders leave their loops rolled there (dp_common.glsl, DP_UNROLL). */
+    const char *define = dev->caps.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? "DP_DEVICE_CPU" : NULL;
+    return dp_shader_cache_create(o->cache_dir, sdir, key, define, &dev->shaders, err);
 }
 
 dp_status dp_device_open(const dp_device_opts *opts, dp_device **out, dp_err *err)

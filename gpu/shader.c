@@ -27,6 +27,7 @@ struct dp_shader_cache {
     char              shaders[PATH_MAX];
     char              include_dir[PATH_MAX];
     char              device_key[1024];
+    char              device_define[128];  /* "" or a define every shader of this device gets */
     shaderc_compiler_t compiler;
     dp_shader_stats   st;
     bool              warned;
@@ -80,7 +81,7 @@ dp_status dp_shader_default_cache_dir(char *out, size_t cap, dp_err *err)
 }
 
 dp_status dp_shader_cache_create(const char *cache_dir, const char *shaders_dir, const char *device_key,
-                                 dp_shader_cache **out, dp_err *err)
+                                 const char *device_define, dp_shader_cache **out, dp_err *err)
 {
     dp_status st;
     *out = NULL;
@@ -96,6 +97,11 @@ dp_status dp_shader_cache_create(const char *cache_dir, const char *shaders_dir,
     snprintf(sc->shaders, sizeof sc->shaders, "%s", shaders_dir);
     snprintf(sc->include_dir, sizeof sc->include_dir, "%s/include", shaders_dir);
     snprintf(sc->device_key, sizeof sc->device_key, "%s", device_key ? device_key : "");
+    if (device_define && snprintf(sc->device_define, sizeof sc->device_define, "%s", device_define) >=
+                             (int)sizeof sc->device_define) {
+        st = DP_FAIL(err, DP_EINVAL, "device define too long: %s", device_define);
+        goto fail;
+    }
     sc->compiler = shaderc_compiler_initialize();
     if (!sc->compiler) { st = DP_FAIL(err, DP_ENOMEM, "shaderc_compiler_initialize failed"); goto fail; }
     *out = sc;
@@ -334,6 +340,7 @@ dp_status dp_shader_compile(dp_shader_cache *sc, const dp_shader_src *src, dp_sp
     XXH3_128bits_update(h, &spv_version, sizeof spv_version);
     XXH3_128bits_update(h, &spv_rev, sizeof spv_rev);
     XXH3_128bits_update(h, sc->device_key, strlen(sc->device_key) + 1);
+    XXH3_128bits_update(h, sc->device_define, strlen(sc->device_define) + 1);
     XXH3_128bits_update(h, path, strlen(path) + 1);   /* names in messages, and #line paths */
     for (size_t i = 0; i < src->n_defines; i++)
         XXH3_128bits_update(h, src->defines[i], strlen(src->defines[i]) + 1);
@@ -355,6 +362,7 @@ dp_status dp_shader_compile(dp_shader_cache *sc, const dp_shader_src *src, dp_sp
     shaderc_compile_options_set_target_env(o, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
     shaderc_compile_options_set_target_spirv(o, shaderc_spirv_version_1_5);
     shaderc_compile_options_set_include_callbacks(o, on_include, on_include_release, sc);
+    if (sc->device_define[0]) add_define(o, sc->device_define);
     for (size_t i = 0; i < src->n_defines; i++) add_define(o, src->defines[i]);
 
     /* First unoptimised: the optimiser drops spec constants the code never reads, and with them

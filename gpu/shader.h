@@ -39,9 +39,11 @@ typedef struct dp_shader_stats {
 
 /* cache_dir NULL: $DOPPLER_CACHE_DIR, else $XDG_CACHE_HOME/doppler, else ~/.cache/doppler (created
 ** if missing; a cache that cannot be written only costs compile time, a message goes to stderr once).
-** shaders_dir: holds include/dp_common.glsl. device_key: e.g. "10de:2330:535.104" (may be ""). */
+** shaders_dir: holds include/dp_common.glsl. device_key: e.g. "10de:2330:535.104" (may be "").
+** device_define: NULL, or a define ("NAME" or "NAME=VALUE") given to every shader compiled for this device
+** (gpu/device.c: DP_DEVICE_CPU on a CPU device; dp_common.glsl's DP_UNROLL reads it); part of the key. */
 dp_status dp_shader_cache_create(const char *cache_dir, const char *shaders_dir, const char *device_key,
-                                 dp_shader_cache **out, dp_err *err);
+                                 const char *device_define, dp_shader_cache **out, dp_err *err);
 void      dp_shader_cache_destroy(dp_shader_cache *sc);   /* NULL-safe */
 
 dp_status dp_shader_compile(dp_shader_cache *sc, const dp_shader_src *src, dp_spirv *out, dp_err *err);

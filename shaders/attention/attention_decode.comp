@@ -62,8 +62,9 @@
 //   inv_freq (f32 [ROT / 2], read), with DP_QK_NORM qw, kw (W [D], read);
 //   spec: MINC (min_chunk), ROT (rotary dims, even, <= D), NL (rmsnorm's lanes per row for D: a power of two
 //         dividing WG), with DP_QK_NORM EPS, WOFF (the norm's eps and weight offset)
-// [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
-// arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
+// DP_UNROLL marks the loops whose trip counts are spec constants: on a GPU unrolled at pipeline creation
+// (dp_common.glsl), their arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per
+// token, docs/BENCHMARKS.md 11h).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -224,14 +225,14 @@ void load_row(ACT_In src, KV_In cache, uint j, uint hk, uint ln, uint p0, uint k
 {
     if (j >= p0) {
         uint b = (j - p0) * ks + hk * D;
-        [[unroll]] for (uint i = 0u; i < NVL; i++)
-            [[unroll]] for (uint e = 0u; e < VEC; e++) r[i * VEC + e] = kv_round(act_load(src, b + lane_dim(ln, i, e)));
+        DP_UNROLL for (uint i = 0u; i < NVL; i++)
+            DP_UNROLL for (uint e = 0u; e < VEC; e++) r[i * VEC + e] = kv_round(act_load(src, b + lane_dim(ln, i, e)));
         return;
     }
     uint row = (hk * p.cap + j % p.cap) * D;
     if (vec_ok) {
         DP_RAW16_In cv = DP_RAW16_In(uint64_t(cache));
-        [[unroll]] for (uint i = 0u; i < NVL; i++) {
+        DP_UNROLL for (uint i = 0u; i < NVL; i++) {
             uvec4 u = cv.v[row / VEC + ln + i * LK];
 #ifdef DP_KV_F16
             vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
@@ -244,8 +245,8 @@ void load_row(ACT_In src, KV_In cache, uint j, uint hk, uint ln, uint p0, uint k
         }
         return;
     }
-    [[unroll]] for (uint i = 0u; i < NVL; i++)
-        [[unroll]] for (uint e = 0u; e < VEC; e++) r[i * VEC + e] = kv_load(cache, row + lane_dim(ln, i, e));
+    DP_UNROLL for (uint i = 0u; i < NVL; i++)
+        DP_UNROLL for (uint e = 0u; e < VEC; e++) r[i * VEC + e] = kv_load(cache, row + lane_dim(ln, i, e));
 }
 
 #ifdef DP_ROPE_QK
@@ -275,7 +276,7 @@ void rope_prologue(uint hx, uint hk, uint c, uint t, uint ua, uint nkr, uint qs,
         // memory round trip on this kernel's critical path.
         float xr[EPN], fr[EPN];
         uint tp = live ? p.pos.v[u] : 0u;
-        [[unroll]] for (uint e = 0u; e < EPN; e++) {
+        DP_UNROLL for (uint e = 0u; e < EPN; e++) {
             uint i = ln + e * NL;
             xr[e] = (live && i < D) ? act_load(x, base + i) : 0.0;
             fr[e] = (live && i < ROT) ? p.inv_freq.v[i < ROT / 2u ? i : i - ROT / 2u] : 0.0;
@@ -283,19 +284,19 @@ void rope_prologue(uint hx, uint hk, uint c, uint t, uint ua, uint nkr, uint qs,
 #ifdef DP_QK_NORM
         W_In w = is_q ? p.qw : p.kw;
         float wr[EPN];
-        [[unroll]] for (uint e = 0u; e < EPN; e++) {
+        DP_UNROLL for (uint e = 0u; e < EPN; e++) {
             uint i = ln + e * NL;
             wr[e] = (live && i < D) ? w_load(w, i) : 0.0;
         }
         float ss = 0.0;
-        [[unroll]] for (uint e = 0u; e < EPN; e++) ss += xr[e] * xr[e];
+        DP_UNROLL for (uint e = 0u; e < EPN; e++) ss += xr[e] * xr[e];
         float inv = inversesqrt(norm_row_sum(ss, rw) / float(D) + EPS);
-        [[unroll]] for (uint e = 0u; e < EPN; e++) {
+        DP_UNROLL for (uint e = 0u; e < EPN; e++) {
             uint i = ln + e * NL;
             if (live && i < D) xr[e] = act_round(xr[e] * inv * (WOFF + wr[e]));
         }
 #endif
-        [[unroll]] for (uint e = 0u; e < EPN; e++) {
+        DP_UNROLL for (uint e = 0u; e < EPN; e++) {
             uint i = ln + e * NL;
             if (i < D) stg(rw * D + i) = xr[e];
         }
@@ -304,7 +305,7 @@ void rope_prologue(uint hx, uint hk, uint c, uint t, uint ua, uint nkr, uint qs,
             const uint half_rot = ROT / 2u;
             bool append = !is_q && c == 0u && hx % GS == 0u && u == t && uint64_t(tp) + p.cap > uint64_t(tp_last);
             uint dst = (hk * p.cap + tp % p.cap) * D;
-            [[unroll]] for (uint e = 0u; e < EPN; e++) {
+            DP_UNROLL for (uint e = 0u; e < EPN; e++) {
                 uint i = ln + e * NL;
                 if (i >= D) break;
                 float y = xr[e];
@@ -355,23 +356,23 @@ void main()
     // the first round's rows that do not depend on the prologue (cache keys, and v), loaded before it
     float kr[UK * EPL], vr[UK * EPL];
     if (k0 + cl < k1)
-        [[unroll]] for (uint u = 0u; u < UK; u++) {
+        DP_UNROLL for (uint u = 0u; u < UK; u++) {
             float row[EPL];
             uint j = min(k0 + cl + u * NCL, k1 - 1u);
             if (j < p0) {
                 load_row(p.k, KC_IN, j, hk, ln, p0, ks, vec_ok, row);
-                [[unroll]] for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
+                DP_UNROLL for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
             }
             load_row(p.v, VC_IN, j, hk, ln, p0, ks, vec_ok, row);
-            [[unroll]] for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
+            DP_UNROLL for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
         }
     rope_prologue(hx, hk, c, t, ua, nkr, qs, ks);
 #endif
     float qr[G * EPL], oa[G * EPL], m[G], l[G];
-    [[unroll]] for (uint g = 0u; g < G; g++) {
+    DP_UNROLL for (uint g = 0u; g < G; g++) {
         uint qb = t * qs + (hx * G + g) * D;
-        [[unroll]] for (uint i = 0u; i < NVL; i++)
-            [[unroll]] for (uint e = 0u; e < VEC; e++) {
+        DP_UNROLL for (uint i = 0u; i < NVL; i++)
+            DP_UNROLL for (uint e = 0u; e < VEC; e++) {
 #ifdef DP_ROPE_QK
                 qr[g * EPL + i * VEC + e] = q_s(g * D + lane_dim(ln, i, e));
 #else
@@ -391,46 +392,46 @@ void main()
     bool first = true;
     for (uint j0 = k0 + cl; j0 < k1; j0 += NCL * UK) {
         float row[EPL];
-        [[unroll]] for (uint u = 0u; u < UK; u++) {
+        DP_UNROLL for (uint u = 0u; u < UK; u++) {
             uint j = min(j0 + u * NCL, k1 - 1u);
             if (j >= p0) {
-                [[unroll]] for (uint i = 0u; i < NVL; i++)
-                    [[unroll]] for (uint e = 0u; e < VEC; e++)
+                DP_UNROLL for (uint i = 0u; i < NVL; i++)
+                    DP_UNROLL for (uint e = 0u; e < VEC; e++)
                         kr[u * EPL + i * VEC + e] = kv_round(ks_s((j - p0 - ua) * D + lane_dim(ln, i, e)));
             } else if (!first) {
                 load_row(p.k, KC_IN, j, hk, ln, p0, ks, vec_ok, row);
-                [[unroll]] for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
+                DP_UNROLL for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
             }
             if (!first) {
                 load_row(p.v, VC_IN, j, hk, ln, p0, ks, vec_ok, row);
-                [[unroll]] for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
+                DP_UNROLL for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
             }
         }
         first = false;
 #else
     for (uint j0 = k0 + cl; j0 < k1; j0 += NCL * UK) {
         float kr[UK * EPL], vr[UK * EPL], row[EPL];
-        [[unroll]] for (uint u = 0u; u < UK; u++) {
+        DP_UNROLL for (uint u = 0u; u < UK; u++) {
             uint j = min(j0 + u * NCL, k1 - 1u);
             load_row(p.k, p.kc, j, hk, ln, p0, ks, vec_ok, row);
-            [[unroll]] for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
+            DP_UNROLL for (uint e = 0u; e < EPL; e++) kr[u * EPL + e] = row[e];
             load_row(p.v, p.vc, j, hk, ln, p0, ks, vec_ok, row);
-            [[unroll]] for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
+            DP_UNROLL for (uint e = 0u; e < EPL; e++) vr[u * EPL + e] = row[e];
         }
 #endif
         float s[G * UK];
-        [[unroll]] for (uint g = 0u; g < G; g++)
-            [[unroll]] for (uint u = 0u; u < UK; u++) {
+        DP_UNROLL for (uint g = 0u; g < G; g++)
+            DP_UNROLL for (uint u = 0u; u < UK; u++) {
                 float d = 0.0;
-                [[unroll]] for (uint e = 0u; e < EPL; e++) d += qr[g * EPL + e] * kr[u * EPL + e];
+                DP_UNROLL for (uint e = 0u; e < EPL; e++) d += qr[g * EPL + e] * kr[u * EPL + e];
                 s[g * UK + u] = d;
             }
         // the G * UK reductions interleaved: independent shuffles in flight together
         for (uint off = LK / 2u; off > 0u; off >>= 1)
-            [[unroll]] for (uint i = 0u; i < G * UK; i++) s[i] += subgroupShuffleXor(s[i], off);
-        [[unroll]] for (uint g = 0u; g < G; g++) {
+            DP_UNROLL for (uint i = 0u; i < G * UK; i++) s[i] += subgroupShuffleXor(s[i], off);
+        DP_UNROLL for (uint g = 0u; g < G; g++) {
             float mn = m[g];
-            [[unroll]] for (uint u = 0u; u < UK; u++) {
+            DP_UNROLL for (uint u = 0u; u < UK; u++) {
                 float x = s[g * UK + u] * p.scale;
                 if (p.softcap > 0.0) x = p.softcap * safe_tanh(x / p.softcap);
                 x = (j0 + u * NCL < k1) ? x : NEG;
@@ -439,11 +440,11 @@ void main()
             }
             float a = exp(m[g] - mn);
             l[g] *= a;
-            [[unroll]] for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] *= a;
-            [[unroll]] for (uint u = 0u; u < UK; u++) {
+            DP_UNROLL for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] *= a;
+            DP_UNROLL for (uint u = 0u; u < UK; u++) {
                 float pe = exp(s[g * UK + u] - mn);
                 l[g] += pe;
-                [[unroll]] for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] += pe * vr[u * EPL + e];
+                DP_UNROLL for (uint e = 0u; e < EPL; e++) oa[g * EPL + e] += pe * vr[u * EPL + e];
             }
             m[g] = mn;
         }
@@ -451,26 +452,26 @@ void main()
 
     // merge the clusters: per q head, rescale each cluster's sums to the common max and add them up
     if (ln == 0u)
-        [[unroll]] for (uint g = 0u; g < G; g++) {
+        DP_UNROLL for (uint g = 0u; g < G; g++) {
             red_ml[(cl * G + g) * 2u] = m[g];
             red_ml[(cl * G + g) * 2u + 1u] = l[g];
         }
     barrier();
     uint nc = (n + clen - 1u) / clen;
-    [[unroll]] for (uint g = 0u; g < G; g++) {
+    DP_UNROLL for (uint g = 0u; g < G; g++) {
         float M = NEG;
-        [[unroll]] for (uint x = 0u; x < NCL; x++) M = max(M, red_ml[(x * G + g) * 2u]);
+        DP_UNROLL for (uint x = 0u; x < NCL; x++) M = max(M, red_ml[(x * G + g) * 2u]);
         float f = exp(m[g] - M);
-        [[unroll]] for (uint i = 0u; i < NVL; i++)
-            [[unroll]] for (uint e = 0u; e < VEC; e++) red_o(cl * D + lane_dim(ln, i, e)) = oa[g * EPL + i * VEC + e] * f;
+        DP_UNROLL for (uint i = 0u; i < NVL; i++)
+            DP_UNROLL for (uint e = 0u; e < VEC; e++) red_o(cl * D + lane_dim(ln, i, e)) = oa[g * EPL + i * VEC + e] * f;
         barrier();
         float L = 0.0;
-        [[unroll]] for (uint x = 0u; x < NCL; x++) L += red_ml[(x * G + g) * 2u + 1u] * exp(red_ml[(x * G + g) * 2u] - M);
+        DP_UNROLL for (uint x = 0u; x < NCL; x++) L += red_ml[(x * G + g) * 2u + 1u] * exp(red_ml[(x * G + g) * 2u] - M);
         uint head = t * N_Q_HEADS + hx * G + g;
         uint slot = head * N_CHUNKS + c;
         for (uint d = tid; d < D; d += WG) {
             float acc = 0.0;
-            [[unroll]] for (uint x = 0u; x < NCL; x++) acc += red_o(x * D + d);
+            DP_UNROLL for (uint x = 0u; x < NCL; x++) acc += red_o(x * D + d);
             if (nc == 1u) act_store(p.o, head * D + d, acc * (1.0 / L));   // as the merge below, one chunk
             else p.part_o.v[slot * D + d] = acc;
         }
@@ -500,10 +501,10 @@ void main()
     // they cost more round trips on the layer's critical path (docs/BENCHMARKS.md 13e). Addresses past the
     // end are clamped to valid ones and their values never used.
     float po[EPT * MB];
-    [[unroll]] for (uint e = 0u; e < EPT; e++) {
+    DP_UNROLL for (uint e = 0u; e < EPT; e++) {
         uint i = min(tid + e * WG, G * D - 1u);
         uint base = (t * N_Q_HEADS + hx * G + i / D) * N_CHUNKS;
-        [[unroll]] for (uint x = 0u; x < MB; x++) po[e * MB + x] = p.part_o.v[(base + min(x, nc - 1u)) * D + i % D];
+        DP_UNROLL for (uint x = 0u; x < MB; x++) po[e * MB + x] = p.part_o.v[(base + min(x, nc - 1u)) * D + i % D];
     }
     for (uint i = tid; i < G * nc; i += WG) {
         uint g = i / nc, x = i % nc;
@@ -526,19 +527,19 @@ void main()
     }
     barrier();
     // each output element: its nc weighted partials summed in chunk order (past MB chunks, MB loads at a time)
-    [[unroll]] for (uint e = 0u; e < EPT; e++) {
+    DP_UNROLL for (uint e = 0u; e < EPT; e++) {
         uint i = tid + e * WG;
         if (i >= G * D) break;
         uint g = i / D, d = i % D;
         uint head = t * N_Q_HEADS + hx * G + g;
         uint base = head * N_CHUNKS;
         float acc = 0.0;
-        [[unroll]] for (uint x = 0u; x < MB; x++)
+        DP_UNROLL for (uint x = 0u; x < MB; x++)
             if (x < nc) acc += mg_w(g * MAX_CHUNKS + x) * po[e * MB + x];
         for (uint x0 = MB; x0 < nc; x0 += MB) {
             float q[MB];
-            [[unroll]] for (uint x = 0u; x < MB; x++) q[x] = p.part_o.v[(base + min(x0 + x, nc - 1u)) * D + d];
-            [[unroll]] for (uint x = 0u; x < MB; x++)
+            DP_UNROLL for (uint x = 0u; x < MB; x++) q[x] = p.part_o.v[(base + min(x0 + x, nc - 1u)) * D + d];
+            DP_UNROLL for (uint x = 0u; x < MB; x++)
                 if (x0 + x < nc) acc += mg_w(g * MAX_CHUNKS + x0 + x) * q[x];
         }
         act_store(p.o, head * D + d, acc * mg_inv(g));

@@ -10,7 +10,7 @@
 //   d = ln + LANES * i; a score is a partial dot product reduced with subgroupShuffleXor, and each row
 //   keeps an online softmax (running max m, sum l, output o[dims] in registers) updated once per tile.
 // Masked keys (outside a row's window or after its position) get weight 0 exactly.
-// The loops over a lane's dims and a tile's keys carry [[unroll]] (spec-constant bounds): unrolled, the q, o
+// The loops over a lane's dims and a tile's keys carry DP_UNROLL (spec-constant bounds): unrolled, the q, o
 // and score arrays stay in registers (H100, Gemma 3 1B 512-token prefill: 4.78 -> 4.34 ms).
 // Shared memory: 2 * BC * D * KV bytes (lower.lua keeps it <= 16 KiB: lavapipe has 32 KiB).
 // Dispatch: (ceil(T * G / BR), n_kv_heads, 1).
@@ -139,7 +139,7 @@ void main()
     bool vec_ok = (uint64_t(p.kc) % 16ul) == 0ul && (uint64_t(p.vc) % 16ul) == 0ul;
 
     float qr[DPL], oa[DPL], s[BC];
-    [[unroll]] for (uint i = 0u; i < DPL; i++) {
+    DP_UNROLL for (uint i = 0u; i < DPL; i++) {
         qr[i] = act_load(p.q, t * qs + h * D + ln + LANES * i);
         oa[i] = 0.0;
     }
@@ -150,10 +150,10 @@ void main()
         barrier();
 
         float bmax = NEG;
-        [[unroll]] for (uint c = 0u; c < BC; c++) {
+        DP_UNROLL for (uint c = 0u; c < BC; c++) {
             float acc = 0.0;
-            [[unroll]] for (uint i = 0u; i < DPL; i++) acc += qr[i] * float(k_s[c * D + ln + LANES * i]);
-            [[unroll]] for (uint off = LANES / 2u; off > 0u; off >>= 1) acc += subgroupShuffleXor(acc, off);
+            DP_UNROLL for (uint i = 0u; i < DPL; i++) acc += qr[i] * float(k_s[c * D + ln + LANES * i]);
+            DP_UNROLL for (uint off = LANES / 2u; off > 0u; off >>= 1) acc += subgroupShuffleXor(acc, off);
             uint j = jt + c;
             bool vis = live && j >= lo && j <= qp;
             acc *= p.scale;
@@ -164,15 +164,15 @@ void main()
         if (bmax > NEG) {   // the row sees a key of this tile (uniform over the row's lanes)
             float mn = max(m, bmax);
             float a = exp(m - mn), sum = 0.0;
-            [[unroll]] for (uint c = 0u; c < BC; c++) {
+            DP_UNROLL for (uint c = 0u; c < BC; c++) {
                 s[c] = s[c] > NEG ? exp(s[c] - mn) : 0.0;
                 sum += s[c];
             }
             l = l * a + sum;
             m = mn;
-            [[unroll]] for (uint i = 0u; i < DPL; i++) {
+            DP_UNROLL for (uint i = 0u; i < DPL; i++) {
                 float acc = oa[i] * a;
-                [[unroll]] for (uint c = 0u; c < BC; c++) acc += s[c] * float(v_s[c * D + ln + LANES * i]);
+                DP_UNROLL for (uint c = 0u; c < BC; c++) acc += s[c] * float(v_s[c * D + ln + LANES * i]);
                 oa[i] = acc;
             }
         }
@@ -181,6 +181,6 @@ void main()
 
     if (live) {
         uint ob = (t * p.n_q_heads + h) * D;
-        [[unroll]] for (uint i = 0u; i < DPL; i++) act_store(p.o, ob + ln + LANES * i, oa[i] / l);
+        DP_UNROLL for (uint i = 0u; i < DPL; i++) act_store(p.o, ob + ln + LANES * i, oa[i] / l);
     }
 }

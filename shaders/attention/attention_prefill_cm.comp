@@ -144,42 +144,42 @@ void main()
     }
     // The first tile's K and V, in registers.
     uvec4 rk[LKV], rv[LKV];
-    [[unroll]] for (uint i = 0u; i < LKV; ++i) {
+    DP_UNROLL for (uint i = 0u; i < LKV; ++i) {
         const uint e = tid + i * WG;
         rk[i] = e < BC * DV ? key_vec(jlo + e / DV, e % DV, false, jhi, p0, hk, ks, nvec, cvec) : uvec4(0u);
         rv[i] = e < BC * DV ? key_vec(jlo + e / DV, e % DV, true, jhi, p0, hk, ks, nvec, cvec) : uvec4(0u);
     }
     barrier();
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> qf[NDC];
-    [[unroll]] for (uint c = 0u; c < NDC; ++c) coopMatLoadNV(qf[c], Ks, (sg * DH + c * 16u) / 8u, KR, false);
+    DP_UNROLL for (uint c = 0u; c < NDC; ++c) coopMatLoadNV(qf[c], Ks, (sg * DH + c * 16u) / 8u, KR, false);
     fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> rowm;
     coopMatLoadNV(rowm, Rt, 0u, 16u, false);
     uint rowof[rowm.length()];
-    [[unroll]] for (uint i = 0u; i < rowm.length(); ++i) rowof[i] = uint(rowm[i]);
+    DP_UNROLL for (uint i = 0u; i < rowm.length(); ++i) rowof[i] = uint(rowm[i]);
 
     fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> oacc[NDC];
-    [[unroll]] for (uint c = 0u; c < NDC; ++c) oacc[c] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+    DP_UNROLL for (uint c = 0u; c < NDC; ++c) oacc[c] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
     float m = NEG, l = 0.0;
 
     for (uint jt = jlo; jt <= jhi; jt += BC) {
         barrier();                                   // the previous tile (or the Q tile) is consumed
-        [[unroll]] for (uint i = 0u; i < LKV; ++i) {
+        DP_UNROLL for (uint i = 0u; i < LKV; ++i) {
             const uint e = tid + i * WG;
             if (e < BC * DV) { Ks[(e / DV) * KR + e % DV] = rk[i]; Vs[(e / DV) * KR + e % DV] = rv[i]; }
         }
         barrier();
         const uint jn = jt + BC;                     // the next tile's loads travel during this one's math
         if (jn <= jhi) {
-            [[unroll]] for (uint i = 0u; i < LKV; ++i) {
+            DP_UNROLL for (uint i = 0u; i < LKV; ++i) {
                 const uint e = tid + i * WG;
                 rk[i] = e < BC * DV ? key_vec(jn + e / DV, e % DV, false, jhi, p0, hk, ks, nvec, cvec) : uvec4(0u);
                 rv[i] = e < BC * DV ? key_vec(jn + e / DV, e % DV, true, jhi, p0, hk, ks, nvec, cvec) : uvec4(0u);
             }
         }
         // This subgroup's partial scores over its dims.
-        [[unroll]] for (uint kc = 0u; kc < NKC; ++kc) {
+        DP_UNROLL for (uint kc = 0u; kc < NKC; ++kc) {
             fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> s = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
-            [[unroll]] for (uint c = 0u; c < NDC; ++c) {
+            DP_UNROLL for (uint c = 0u; c < NDC; ++c) {
                 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> kt;
                 coopMatLoadNV(kt, Ks, kc * 16u * KR + (sg * DH + c * 16u) / 8u, KR, true);   // Kᵀ: column-major
                 s = coopMatMulAddNV(qf[c], kt, s);
@@ -190,10 +190,10 @@ void main()
         // Online softmax of row srow over keys shalf * HK .. + HK (each subgroup computes the same values).
         float sv[HK];
         float bmax = NEG;
-        [[unroll]] for (uint e = 0u; e < HK; ++e) {
+        DP_UNROLL for (uint e = 0u; e < HK; ++e) {
             const uint c = shalf * HK + e, j = jt + c;
             float s = 0.0;
-            [[unroll]] for (uint h = 0u; h < SPLIT; ++h) s += Ss[h * R16 * BC + srow * BC + c];
+            DP_UNROLL for (uint h = 0u; h < SPLIT; ++h) s += Ss[h * R16 * BC + srow * BC + c];
             s *= p.scale;
             if (p.softcap > 0.0) s = p.softcap * safe_tanh(s / p.softcap);
             sv[e] = (live && j >= lo && j <= qp) ? s : NEG;
@@ -203,9 +203,9 @@ void main()
         const float mn = max(m, bmax);
         const float a = exp(m - mn);
         float sum = 0.0;
-        [[unroll]] for (uint e = 0u; e < HK; e += 8u) {
+        DP_UNROLL for (uint e = 0u; e < HK; e += 8u) {
             uvec4 pk;
-            [[unroll]] for (uint w = 0u; w < 4u; ++w) {
+            DP_UNROLL for (uint w = 0u; w < 4u; ++w) {
                 const float x0 = sv[e + 2u * w] > NEG ? exp(sv[e + 2u * w] - mn) : 0.0;
                 const float x1 = sv[e + 2u * w + 1u] > NEG ? exp(sv[e + 2u * w + 1u] - mn) : 0.0;
                 sum += x0 + x1;
@@ -221,13 +221,13 @@ void main()
         subgroupBarrier();
         // O = diag(a) O + P V over this subgroup's dims.
         float af[rowm.length()];
-        [[unroll]] for (uint i = 0u; i < rowm.length(); ++i) af[i] = Af[sg * R16 + rowof[i]];
-        [[unroll]] for (uint c = 0u; c < NDC; ++c)
-            [[unroll]] for (uint i = 0u; i < rowm.length(); ++i) oacc[c][i] *= af[i];
-        [[unroll]] for (uint kc = 0u; kc < NKC; ++kc) {
+        DP_UNROLL for (uint i = 0u; i < rowm.length(); ++i) af[i] = Af[sg * R16 + rowof[i]];
+        DP_UNROLL for (uint c = 0u; c < NDC; ++c)
+            DP_UNROLL for (uint i = 0u; i < rowm.length(); ++i) oacc[c][i] *= af[i];
+        DP_UNROLL for (uint kc = 0u; kc < NKC; ++kc) {
             fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> pm;
             coopMatLoadNV(pm, Ps, (sg * R16) * PR + kc * 2u, PR, false);
-            [[unroll]] for (uint c = 0u; c < NDC; ++c) {
+            DP_UNROLL for (uint c = 0u; c < NDC; ++c) {
                 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> vt;
                 coopMatLoadNV(vt, Vs, kc * 16u * KR + (sg * DH + c * 16u) / 8u, KR, false);
                 oacc[c] = coopMatMulAddNV(pm, vt, oacc[c]);
@@ -241,10 +241,10 @@ void main()
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     float inv[rowm.length()];
-    [[unroll]] for (uint i = 0u; i < rowm.length(); ++i) inv[i] = Af[sg * R16 + rowof[i]];
+    DP_UNROLL for (uint i = 0u; i < rowm.length(); ++i) inv[i] = Af[sg * R16 + rowof[i]];
     const uint cs = sg * R16 * BC;
-    [[unroll]] for (uint c = 0u; c < NDC; ++c) {
-        [[unroll]] for (uint i = 0u; i < rowm.length(); ++i) oacc[c][i] *= inv[i];
+    DP_UNROLL for (uint c = 0u; c < NDC; ++c) {
+        DP_UNROLL for (uint i = 0u; i < rowm.length(); ++i) oacc[c][i] *= inv[i];
         coopMatStoreNV(oacc[c], Ss, cs, 16u, false);
         subgroupMemoryBarrierShared();
         subgroupBarrier();

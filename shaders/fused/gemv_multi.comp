@@ -23,8 +23,9 @@
 //   about UN * (4 * ROWS * NW + 4 * TT * XQ). The element path ignores UN.
 //   Shared memory: 4 * NACC * WG bytes with NACC = ROWS * TT (x2 with DP_GLU).
 // Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16, DP_BIAS (default mode), DP_GLU.
-// [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
-// arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
+// DP_UNROLL marks the loops whose trip counts are spec constants: on a GPU unrolled at pipeline creation
+// (dp_common.glsl), their arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per
+// token, docs/BENCHMARKS.md 11h).
 #extension GL_EXT_control_flow_attributes : require
 #include "dp_types.glsl"
 #include "dp_act.glsl"
@@ -121,10 +122,10 @@ xchunk x_fetch(uint64_t xrow, uint k0)
     c.q[0] = DP_RAW16_In(xrow).v[k0 / 8u];
 #elif defined(DP_ACT_F16)                           // 4 halves: element loads (x is small and cached)
     ACT_In xr = ACT_In(xrow);
-    [[unroll]] for (uint e = 0u; e < VW; ++e) c.q[0][e] = floatBitsToUint(act_load(xr, k0 + e));
+    DP_UNROLL for (uint e = 0u; e < VW; ++e) c.q[0][e] = floatBitsToUint(act_load(xr, k0 + e));
 #else                                               // f32: VW / 4 uvec4
     DP_RAW16_In xr = DP_RAW16_In(xrow);
-    [[unroll]] for (uint q = 0u; q < XQ; ++q) c.q[q] = xr.v[k0 / 4u + q];
+    DP_UNROLL for (uint q = 0u; q < XQ; ++q) c.q[q] = xr.v[k0 / 4u + q];
 #endif
     return c;
 }
@@ -137,7 +138,7 @@ void x_unpack(xchunk c, inout float v[VW])
     vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), cc = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
     v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = cc.x; v[5] = cc.y; v[6] = d.x; v[7] = d.y;
 #else
-    [[unroll]] for (uint q = 0u; q < XQ; ++q) {
+    DP_UNROLL for (uint q = 0u; q < XQ; ++q) {
         const uvec4 u = c.q[q];
         v[4u * q + 0u] = uintBitsToFloat(u.x); v[4u * q + 1u] = uintBitsToFloat(u.y);
         v[4u * q + 2u] = uintBitsToFloat(u.z); v[4u * q + 3u] = uintBitsToFloat(u.w);
@@ -175,7 +176,7 @@ void main()
     // Row base addresses (64-bit); rows and tokens past the end are clamped (their sums are dropped).
     uint64_t wrow[ROWS * NW];
     bool aligned = true;
-    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+    DP_UNROLL for (uint r = 0u; r < ROWS; ++r) {
         const uint n = min(n0 + r, NR - 1u);
 #ifdef DP_GLU
         wrow[r * 2u]      = uint64_t(p.wg) + uint64_t(n) * uint64_t(K) * W_BYTES;
@@ -187,13 +188,13 @@ void main()
         wrow[r] = base + uint64_t(lr) * uint64_t(K) * W_BYTES;
 #endif
     }
-    [[unroll]] for (uint r = 0u; r < ROWS * NW; ++r) aligned = aligned && (wrow[r] & 15ul) == 0ul;
+    DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) aligned = aligned && (wrow[r] & 15ul) == 0ul;
     uint64_t xrow[TT];
-    [[unroll]] for (uint t = 0u; t < TT; ++t)
+    DP_UNROLL for (uint t = 0u; t < TT; ++t)
         xrow[t] = uint64_t(p.x) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(xs) * ACT_BYTES;
 
     float acc[NACC];
-    [[unroll]] for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;
+    DP_UNROLL for (uint i = 0u; i < NACC; ++i) acc[i] = 0.0;
 
     const bool x_vec_ok =
 #if defined(DP_ACT_F16) && defined(DP_W_F32)
@@ -210,23 +211,23 @@ void main()
             // Issue the loads of UN chunks before using any ...
             uvec4 raw[UN * ROWS * NW];
             xchunk xq[UN * TT];
-            [[unroll]] for (uint i = 0u; i < UN; ++i) {
+            DP_UNROLL for (uint i = 0u; i < UN; ++i) {
                 const uint c = c0 + i * WG;
                 if (c >= chunks) continue;          // past the end: nothing loaded, nothing added
-                [[unroll]] for (uint r = 0u; r < ROWS * NW; ++r) raw[i * ROWS * NW + r] = DP_RAW16_In(wrow[r]).v[c];
-                [[unroll]] for (uint t = 0u; t < TT; ++t) xq[i * TT + t] = x_fetch(xrow[t], c * VW);
+                DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) raw[i * ROWS * NW + r] = DP_RAW16_In(wrow[r]).v[c];
+                DP_UNROLL for (uint t = 0u; t < TT; ++t) xq[i * TT + t] = x_fetch(xrow[t], c * VW);
             }
             // ... then consume them in the order of UN = 1 (chunk by chunk), so every UN sums alike.
-            [[unroll]] for (uint i = 0u; i < UN; ++i) {
+            DP_UNROLL for (uint i = 0u; i < UN; ++i) {
                 if (c0 + i * WG >= chunks) continue;
-                [[unroll]] for (uint t = 0u; t < TT; ++t) {
+                DP_UNROLL for (uint t = 0u; t < TT; ++t) {
                     float xv[VW];
                     x_unpack(xq[i * TT + t], xv);
-                    [[unroll]] for (uint r = 0u; r < ROWS * NW; ++r) {
+                    DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) {
                         float wv[VW];
                         w_unpack(raw[i * ROWS * NW + r], wv);
                         float s = acc[r * TT + t];
-                        [[unroll]] for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                        DP_UNROLL for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
                         acc[r * TT + t] = s;
                     }
                 }
@@ -235,15 +236,15 @@ void main()
     } else {
         for (uint k = tid; k < K; k += WG) {
             float wv[ROWS * NW];
-            [[unroll]] for (uint r = 0u; r < ROWS * NW; ++r) wv[r] = w_load(W_In(wrow[r]), k);
-            [[unroll]] for (uint t = 0u; t < TT; ++t) {
+            DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) wv[r] = w_load(W_In(wrow[r]), k);
+            DP_UNROLL for (uint t = 0u; t < TT; ++t) {
                 float xv = act_load(ACT_In(xrow[t]), k);
-                [[unroll]] for (uint r = 0u; r < ROWS * NW; ++r) acc[r * TT + t] = fma(wv[r], xv, acc[r * TT + t]);
+                DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) acc[r * TT + t] = fma(wv[r], xv, acc[r * TT + t]);
             }
         }
     }
 
-    [[unroll]] for (uint i = 0u; i < NACC; ++i) {
+    DP_UNROLL for (uint i = 0u; i < NACC; ++i) {
         float s = subgroupAdd(acc[i]);
         if (subgroupElect()) red[i * WG + gl_SubgroupID] = s;
     }

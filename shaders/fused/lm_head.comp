@@ -14,8 +14,9 @@
 //   Shared memory: 4 * (KMAX + WG + TEAMS * ROWS * GW) + 8 * WG bytes.
 // Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16 (the LM head), DP_NW_F16 | DP_NW_BF16 (the norm
 //   weight; none: f32), DP_LMH_LOGITS (write the logits too), DP_LMH_SAMPLE (Gumbel-max keys: sample_gumbel.comp without min-p and penalty).
-// [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
-// arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
+// DP_UNROLL marks the loops whose trip counts are spec constants: on a GPU unrolled at pipeline creation
+// (dp_common.glsl), their arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per
+// token, docs/BENCHMARKS.md 11h).
 #extension GL_EXT_control_flow_attributes : require
 #include "dp_types.glsl"
 #define LMH_W_In W_In
@@ -59,9 +60,9 @@ const bool PF = ROWS * CPT <= 8u;
 #define LMH_LOAD(blk_)                                                                                    \
     {                                                                                                     \
         const uint n0_ = ((blk_) + team) * ROWS;                                                          \
-        [[unroll]] for (uint r_ = 0u; r_ < ROWS; ++r_) {                                                  \
+        DP_UNROLL for (uint r_ = 0u; r_ < ROWS; ++r_) {                                                  \
             const uint64_t wr_ = uint64_t(p.w) + uint64_t(min(n0_ + r_, N - 1u)) * uint64_t(K) * W_BYTES; \
-            [[unroll]] for (uint j_ = 0u; j_ < CPT; ++j_) {                                               \
+            DP_UNROLL for (uint j_ = 0u; j_ < CPT; ++j_) {                                               \
                 const uint c_ = lt + j_ * GW;                                                             \
                 if (c_ < chunks) raw[r_ * CPT + j_] = DP_RAW16_In(wr_).v[c_];                             \
             }                                                                                             \
@@ -103,18 +104,18 @@ void main()
             // this block's weights (requested one block ago), then the next block's request, then the sums in
             // the order of the loop below
             uvec4 cur[ROWS * CPT];
-            [[unroll]] for (uint i = 0u; i < ROWS * CPT; ++i) cur[i] = raw[i];
+            DP_UNROLL for (uint i = 0u; i < ROWS * CPT; ++i) cur[i] = raw[i];
             if (base + stride < nb) LMH_LOAD(base + stride)
-            [[unroll]] for (uint j = 0u; j < CPT; ++j) {
+            DP_UNROLL for (uint j = 0u; j < CPT; ++j) {
                 const uint c = lt + j * GW;
                 if (c >= chunks) continue;
                 float xv[VW];
-                [[unroll]] for (uint e = 0u; e < VW; ++e) xv[e] = lmh_x[c * VW + e];
-                [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                DP_UNROLL for (uint e = 0u; e < VW; ++e) xv[e] = lmh_x[c * VW + e];
+                DP_UNROLL for (uint r = 0u; r < ROWS; ++r) {
                     float wv[VW];
                     w_unpack(cur[r * CPT + j], wv);
                     float s = acc[r];
-                    [[unroll]] for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                    DP_UNROLL for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
                     acc[r] = s;
                 }
             }
@@ -127,12 +128,12 @@ void main()
                     uvec4 raw[ROWS];
                     for (uint r = 0u; r < ROWS; ++r) raw[r] = DP_RAW16_In(wrow[r]).v[c];
                     float xv[VW];
-                    [[unroll]] for (uint e = 0u; e < VW; ++e) xv[e] = lmh_x[c * VW + e];
+                    DP_UNROLL for (uint e = 0u; e < VW; ++e) xv[e] = lmh_x[c * VW + e];
                     for (uint r = 0u; r < ROWS; ++r) {
                         float wv[VW];
                         w_unpack(raw[r], wv);
                         float s = acc[r];
-                        [[unroll]] for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
+                        DP_UNROLL for (uint e = 0u; e < VW; ++e) s = fma(wv[e], xv[e], s);
                         acc[r] = s;
                     }
                 }
@@ -152,7 +153,7 @@ void main()
         barrier();
         if (lt < ROWS && n0 + lt < N) {
             float s = 0.0;
-            [[unroll]] for (uint g = 0u; g < sg_team; ++g) s += red[(team * ROWS + lt) * GW + g];
+            DP_UNROLL for (uint g = 0u; g < sg_team; ++g) s += red[(team * ROWS + lt) * GW + g];
             lmh_consider(s, n0 + lt, step, bv, bi);
         }
         barrier();                                         // red is written again by the next block

@@ -15,8 +15,9 @@
 // Why DP_XQ8 pays here more than in any plain gemv_q: x is staged once per workgroup, after the norm, and
 //   serves every row block of the workgroup (hundreds of rows), while the dot products of 16 codes with x
 //   become 4 packed integer dot products per plane instead of ~5 instructions per code.
-// [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
-// arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
+// DP_UNROLL marks the loops whose trip counts are spec constants: on a GPU unrolled at pipeline creation
+// (dp_common.glsl), their arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per
+// token, docs/BENCHMARKS.md 11h).
 #extension GL_EXT_control_flow_attributes : require
 #include "dp_types.glsl"
 #define LMH_W_In U16In
@@ -48,7 +49,7 @@ float lmh_row_partial(uint n, uint lane)
     for (uint v = lane; v < units; v += TPR) {
         const uint b = v / DQU_PER_BLOCK, u = v % DQU_PER_BLOCK;
         const dq_unit un = dqu_load(dq_block(uint64_t(p.w), n, b, p.N, nb), u);
-        [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+        DP_UNROLL for (uint h = 0u; h < 2u; ++h) {
             const uint k0 = b * QK + dqu_k0(u, h);
             if (k0 >= K) continue;
 #ifdef DP_XQ8
@@ -57,7 +58,7 @@ float lmh_row_partial(uint n, uint lane)
 #else
             float q[16], xv[16];
             dqu_codes(un, u, h, q);
-            [[unroll]] for (uint i = 0u; i < 16u; ++i) xv[i] = lmh_x[k0 + i];
+            DP_UNROLL for (uint i = 0u; i < 16u; ++i) xv[i] = lmh_x[k0 + i];
             acc = dqu_half_acc(q, xv, un.a[h], un.b[h], acc);
 #endif
         }
@@ -73,7 +74,7 @@ void main()
     // once per workgroup: every row block of the workgroup uses it
     for (uint g = gl_LocalInvocationID.x; g < p.K / 16u; g += WG) {
         float v[16];
-        [[unroll]] for (uint i = 0u; i < 16u; ++i) v[i] = lmh_x[16u * g + i];
+        DP_UNROLL for (uint i = 0u; i < 16u; ++i) v[i] = lmh_x[16u * g + i];
         lmh_x8[g] = x8_quantise16(v);
     }
     barrier();

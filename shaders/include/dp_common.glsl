@@ -15,6 +15,19 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_8bit_storage : require
 
+// DP_UNROLL before a loop whose bounds are spec constants: [[unroll]] (GL_EXT_control_flow_attributes, which
+// the kernel enables) on a GPU, where the unrolled loop keeps its arrays in registers; [[dont_unroll]] on a CPU
+// device (DP_DEVICE_CPU, given by gpu/device.c). lavapipe compiles a kernel with LLVM at its first dispatch, and
+// the unrolled loops made that up to 10x slower without running faster: attention_prefill 4.9 -> 0.6 s per
+// variant, gemv_multi and the norms about 2x (docs/BENCHMARKS.md, session 17). The loop's arithmetic and its
+// order are the same either way. gemv.comp, gemv_q.comp and dp_quant_x8.glsl write [[unroll]] itself: rolled,
+// their register arrays went to memory and lavapipe ran gemv_q 2x slower.
+#ifdef DP_DEVICE_CPU
+#define DP_UNROLL [[dont_unroll]]
+#else
+#define DP_UNROLL [[unroll]]
+#endif
+
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly  buffer F32In  { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer F32Out { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4)           buffer F32Buf { float v[]; };

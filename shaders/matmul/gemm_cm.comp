@@ -28,7 +28,7 @@
 // DP_MULTI (the qkv fusion in prefill): two or three linears of one x, weights w, w1, w2 into y, y1, y2 (N, N1, N2
 // outputs; N2 = 0 for two): one grid over the concatenated columns, each column tile reading one weight (N and
 // N1 are multiples of BN). One dispatch instead of three, and the small k / v projections share the grid.
-// The fixed-count loops (accumulator tiles, slice steps, copies) carry [[unroll]]: their bounds are spec
+// The fixed-count loops (accumulator tiles, slice steps, copies) carry DP_UNROLL: their bounds are spec
 // constants, and unrolled they keep the accumulators in registers (H100: 512-token prefill 26.6k -> 28.6k tok/s).
 // Needs: K % 8 == 0 (whole 16-byte vectors of a row), subgroup size 32 (WG = 32 * SGM * SGN), a device with
 // VK_NV_cooperative_matrix and an f16 x f16 -> f32 shape DP_CM_M x DP_CM_N x DP_CM_K (caps.coopmat_shape);
@@ -194,28 +194,28 @@ void main()
 #endif
 
     fcoopmatNV<32, gl_ScopeSubgroup, LM, LN> acc[CR][CC];
-    [[unroll]] for (uint i = 0u; i < CR; ++i)
-        [[unroll]] for (uint j = 0u; j < CC; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
+    DP_UNROLL for (uint i = 0u; i < CR; ++i)
+        DP_UNROLL for (uint j = 0u; j < CC; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
 #ifdef DP_GLU
     fcoopmatNV<32, gl_ScopeSubgroup, LM, LN> accu[CR][CC];
-    [[unroll]] for (uint i = 0u; i < CR; ++i)
-        [[unroll]] for (uint j = 0u; j < CC; ++j) accu[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
+    DP_UNROLL for (uint i = 0u; i < CR; ++i)
+        DP_UNROLL for (uint j = 0u; j < CC; ++j) accu[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, LM, LN>(0.0);
     const bool uvec = (uint64_t(p.wu) & 15ul) == 0ul;
 #endif
 
     // The first slice's vectors, in registers (K may be shorter than one slice).
     uvec4 ra[LA], rb[LB];
-    [[unroll]] for (uint i = 0u; i < LA; ++i) {
+    DP_UNROLL for (uint i = 0u; i < LA; ++i) {
         const uint e = tid + i * WG, r = e / VR, c = e % VR;
         ra[i] = (e < BM * VR && kb + c * 8u < ke) ? load8(uint64_t(p.x), m0 + r, T, xs, kb + c * 8u, xvec) : uvec4(0u);
     }
-    [[unroll]] for (uint i = 0u; i < LB; ++i) {
+    DP_UNROLL for (uint i = 0u; i < LB; ++i) {
         const uint e = tid + i * WG, r = e / VR, c = e % VR;
         rb[i] = (e < BN * VR && kb + c * 8u < ke) ? load8(wa, n0 + r, N, K, kb + c * 8u, wvec) : uvec4(0u);
     }
 #ifdef DP_GLU
     uvec4 ru[LB];
-    [[unroll]] for (uint i = 0u; i < LB; ++i) {
+    DP_UNROLL for (uint i = 0u; i < LB; ++i) {
         const uint e = tid + i * WG, r = e / VR, c = e % VR;
         ru[i] = (e < BN * VR && kb + c * 8u < ke) ? load8(uint64_t(p.wu), n0 + r, N, K, kb + c * 8u, uvec) : uvec4(0u);
     }
@@ -223,11 +223,11 @@ void main()
 
     for (uint k0 = kb; k0 < ke; k0 += BK) {
         barrier();                                   // the previous slice's tiles are consumed
-        [[unroll]] for (uint i = 0u; i < LA; ++i) {
+        DP_UNROLL for (uint i = 0u; i < LA; ++i) {
             const uint e = tid + i * WG;
             if (e < BM * VR) As[(e / VR) * SR + e % VR] = ra[i];
         }
-        [[unroll]] for (uint i = 0u; i < LB; ++i) {
+        DP_UNROLL for (uint i = 0u; i < LB; ++i) {
             const uint e = tid + i * WG;
             if (e < BN * VR) Bs[(e / VR) * SR + e % VR] = rb[i];
 #ifdef DP_GLU
@@ -238,12 +238,12 @@ void main()
         // Issue the next slice's loads now: they travel while the matrix units work on this one.
         const uint k1 = k0 + BK;
         if (k1 < ke) {
-            [[unroll]] for (uint i = 0u; i < LA; ++i) {
+            DP_UNROLL for (uint i = 0u; i < LA; ++i) {
                 const uint e = tid + i * WG, r = e / VR, c = e % VR;
                 const uint k = k1 + c * 8u;
                 ra[i] = (e < BM * VR && k < ke) ? load8(uint64_t(p.x), m0 + r, T, xs, k, xvec) : uvec4(0u);
             }
-            [[unroll]] for (uint i = 0u; i < LB; ++i) {
+            DP_UNROLL for (uint i = 0u; i < LB; ++i) {
                 const uint e = tid + i * WG, r = e / VR, c = e % VR;
                 const uint k = k1 + c * 8u;
                 rb[i] = (e < BN * VR && k < ke) ? load8(wa, n0 + r, N, K, k, wvec) : uvec4(0u);
@@ -252,17 +252,17 @@ void main()
 #endif
             }
         }
-        [[unroll]] for (uint kk = 0u; kk < BK; kk += LK) {
+        DP_UNROLL for (uint kk = 0u; kk < BK; kk += LK) {
             fcoopmatNV<16, gl_ScopeSubgroup, LM, LK> a[CR];
-            [[unroll]] for (uint i = 0u; i < CR; ++i)
+            DP_UNROLL for (uint i = 0u; i < CR; ++i)
                 coopMatLoadNV(a[i], As, (sm * CR * LM + i * LM) * SR + kk / 8u, SR, false);
-            [[unroll]] for (uint j = 0u; j < CC; ++j) {
+            DP_UNROLL for (uint j = 0u; j < CC; ++j) {
                 fcoopmatNV<16, gl_ScopeSubgroup, LK, LN> b;
                 coopMatLoadNV(b, Bs, (sn * CC * LN + j * LN) * SR + kk / 8u, SR, true);
-                [[unroll]] for (uint i = 0u; i < CR; ++i) acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
+                DP_UNROLL for (uint i = 0u; i < CR; ++i) acc[i][j] = coopMatMulAddNV(a[i], b, acc[i][j]);
 #ifdef DP_GLU
                 coopMatLoadNV(b, Bu, (sn * CC * LN + j * LN) * SR + kk / 8u, SR, true);
-                [[unroll]] for (uint i = 0u; i < CR; ++i) accu[i][j] = coopMatMulAddNV(a[i], b, accu[i][j]);
+                DP_UNROLL for (uint i = 0u; i < CR; ++i) accu[i][j] = coopMatMulAddNV(a[i], b, accu[i][j]);
 #endif
             }
         }
@@ -275,8 +275,8 @@ void main()
     if (nz > 1u) {
         const uint ti = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
         const uint pb = (ti * nz + gl_WorkGroupID.z) * BM * BN;
-        [[unroll]] for (uint i = 0u; i < CR; ++i)
-            [[unroll]] for (uint j = 0u; j < CC; ++j)
+        DP_UNROLL for (uint i = 0u; i < CR; ++i)
+            DP_UNROLL for (uint j = 0u; j < CC; ++j)
                 coopMatStoreNV(acc[i][j], p.part.v, pb + (sm * CR + i) * LM * BN + (sn * CC + j) * LN, BN, false);
         memoryBarrierBuffer();
         barrier();
@@ -303,8 +303,8 @@ void main()
 #endif
     // Epilogue: through this subgroup's staging tile, so that edges, bias and the output type are per element.
     const uint cs = sg * NSTAGE * LM * LN;
-    [[unroll]] for (uint i = 0u; i < CR; ++i) {
-        [[unroll]] for (uint j = 0u; j < CC; ++j) {
+    DP_UNROLL for (uint i = 0u; i < CR; ++i) {
+        DP_UNROLL for (uint j = 0u; j < CC; ++j) {
             coopMatStoreNV(acc[i][j], Cs, cs, LN, false);
 #ifdef DP_GLU
             coopMatStoreNV(accu[i][j], Cs, cs + LM * LN, LN, false);

@@ -58,7 +58,7 @@ void main()
     // the subgroup) they would cost one more memory round trip on the critical path.
     float rc[CACHE], cw[CACHE];
     float ss = 0.0;
-    [[unroll]] for (uint k = 0u; k < CACHE; k++) {
+    DP_UNROLL for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
         rc[k] = 0.0;
         cw[k] = i < n ? w_load(p.w, i) : 0.0;
@@ -74,7 +74,7 @@ void main()
     }
     float inv = inversesqrt(norm_row_sum(ss, rw) / float(p.n) + p.eps);
 
-    [[unroll]] for (uint k = 0u; k < CACHE; k++) {
+    DP_UNROLL for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
         if (i < n) act_store(yr, i, rc[k] * inv * (p.w_offset + cw[k]));
     }

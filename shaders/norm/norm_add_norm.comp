@@ -17,8 +17,9 @@
 // Spec:  WG  workgroup size, a power of two (default 256)
 //        ROWS rows per workgroup, a power of two dividing WG (default 1)
 // Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16
-// [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
-// arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
+// DP_UNROLL marks the loops whose trip counts are spec constants: on a GPU unrolled at pipeline creation
+// (dp_common.glsl), their arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per
+// token, docs/BENCHMARKS.md 11h).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -73,7 +74,7 @@ void main()
     // each would cost one more memory round trip on the critical path.
     float c[CACHE], cx[CACHE], cw1[CACHE], cw2[CACHE];
     float ss = 0.0;
-    [[unroll]] for (uint k = 0u; k < CACHE; k++) {
+    DP_UNROLL for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
         bool in_row = i < n;
         c[k] = in_row ? act_load(ar, i) : 0.0;
@@ -81,7 +82,7 @@ void main()
         cw1[k] = in_row ? w_load(p.w1, i) : 0.0;
         cw2[k] = in_row ? w_load(p.w2, i) : 0.0;
     }
-    [[unroll]] for (uint k = 0u; k < CACHE; k++) ss += c[k] * c[k];
+    DP_UNROLL for (uint k = 0u; k < CACHE; k++) ss += c[k] * c[k];
     for (uint i = ln + CACHE * LR; i < n; i += LR) {
         float v = act_load(ar, i);
         ss += v * v;
@@ -91,7 +92,7 @@ void main()
 
     // pass 2: y = x + norm(a) (stored for the cached elements), its sum of squares
     ss = 0.0;
-    [[unroll]] for (uint k = 0u; k < CACHE; k++) {
+    DP_UNROLL for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
         float yv = 0.0;
         if (i < n) {
@@ -108,7 +109,7 @@ void main()
     float inv2 = inversesqrt(norm_row_sum(ss, rw) / float(p.n) + p.eps2);
 
     // pass 3: h = norm(y)
-    [[unroll]] for (uint k = 0u; k < CACHE; k++) {
+    DP_UNROLL for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
         if (i < n) act_store(hr, i, c[k] * inv2 * (p.w_offset2 + cw2[k]));
     }
