@@ -294,6 +294,18 @@ check.case("auto: q8x2 where dot products are fast and >= 16 row dot products sh
   local hf = hints.new()
   hf:set("gemv_rows", 4, "test")
   check.eq(fparams({ dev = cpu, env = { act = "f16", hints = hf } }, 1152, 6912), "128x4", "CPU device, hint gemv_rows=4")
+  -- the tiled GEMM's tile (gemm.comp, gemm_q.comp): 64 x 64 at 4 x 4 on a GPU whatever T; on a CPU device 64
+  -- invocations and the least BM of 16, 32, 64 that holds T (all tiles give the same bits: test_k_quant)
+  local function tile(c, T)
+    local t = lower.gemm_tile(c, T)
+    return ("%d:%dx%d/%dx%d"):format(t.WG, t.BM, t.BN, t.TM, t.TN)
+  end
+  check.eq(tile(fctx, 7), "256:64x64/4x4", "GEMM tile on a GPU, T = 7")
+  check.eq(tile(fctx, 512), "256:64x64/4x4", "GEMM tile on a GPU, T = 512")
+  check.eq(tile({ dev = cpu }, 12), "64:16x64/2x8", "GEMM tile on a CPU device, T = 12")
+  check.eq(tile({ dev = cpu }, 24), "64:32x64/4x8", "GEMM tile on a CPU device, T = 24")
+  check.eq(tile({ dev = cpu }, 56), "64:64x64/8x8", "GEMM tile on a CPU device, T = 56")
+  check.eq(tile({ dev = cpu }, 512), "64:64x64/8x8", "GEMM tile on a CPU device, T = 512")
   -- the quantised LM head (head = true): 128 invocations, 8 rows on a GPU; the CPU rule on a CPU device
   local function hparams(c, N, K) local wg, rows = lower.gemv_params(c, true, nil, N, K, nil, true) return wg .. "x" .. rows end
   check.eq(params(fctx, 128256, 2048, nil), "128x4", "Llama's head shape as a plain linear: 128 x 4")

@@ -191,7 +191,13 @@ typedef struct kq_mm {
     uint32_t    w_row_blocks;  /* blocks from one row of tw to the next; 0: K / QK */
     bool        unroll;        /* gemv_q: run with UN = 1, 2, 4 (loads of UN units in flight), each checked, and
                                   2, 4 bit for bit equal to UN = 1; else once with the shader's default UN */
+    bool        tiles;         /* gemm_q: run with every tile lower.gemm_tile picks (KQ_TILES), each checked, and
+                                  bit for bit equal to the first's; else once with the shader's default tile */
 } kq_mm;
+
+/* gemm_q's tiles (WG, BM, BN, TM, TN): the shader's default (lower.gemm_tile's on a GPU), then lower.gemm_tile's
+** on a CPU device for T <= 16, <= 32 and beyond. Each output sums over k in the same order in all of them. */
+static const uint32_t KQ_TILES[][5] = {{256, 64, 64, 4, 4}, {64, 16, 64, 2, 8}, {64, 32, 64, 4, 8}, {64, 64, 64, 8, 8}};
 
 /* Runs m on x [T, K] and tw (type t, the device copy of w) and checks every output against an f64 matmul
 ** over w [N, K] (the CPU-dequantised logical weight) within kq_tol; fails naming what, the kernel and the
@@ -228,14 +234,16 @@ static inline double kq_check_mm(kg_ctx *c, dp_dtype t, const kq_mm *m, const fl
     const uint32_t tt = T < 4 ? T : 4;
     const char *file = m->gemm ? "matmul/gemm_q.comp" : "matmul/gemv_q.comp";
     static const uint32_t UNS[] = {1, 2, 4};
-    const uint32_t n_runs = m->unroll && !m->gemm ? 3 : 1;
+    const uint32_t n_runs = m->gemm ? (m->tiles ? 4 : 1) : (m->unroll ? 3 : 1);
     double worst = 0.0;
     void *bits1 = NULL;
     for (uint32_t run = 0; run < n_runs; run++) {
-        const uint32_t un = n_runs > 1 ? UNS[run] : 0;
+        const uint32_t un = n_runs > 1 && !m->gemm ? UNS[run] : 0;
+        const uint32_t *tile = KQ_TILES[m->gemm ? run : 0];
         dp_kconst gemv_c[4] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}, {"UN", un}};
+        dp_kconst gemm_c[5] = {{"WG", tile[0]}, {"BM", tile[1]}, {"BN", tile[2]}, {"TM", tile[3]}, {"TN", tile[4]}};
         dp_kernel_desc kd = {.file = file, .defines = defs, .n_defines = nd,
-                             .constants = m->gemm ? NULL : gemv_c, .n_constants = m->gemm ? 0 : un ? 4 : 3};
+                             .constants = m->gemm ? gemm_c : gemv_c, .n_constants = m->gemm ? 5 : un ? 4 : 3};
         dp_kernel *k = NULL;
         if (dp_kernel_get(c->dev, &kd, &k, &e) != DP_OK) fail_msg("kernel %s: %s", file, e.msg);
         dp_dispatch d;
@@ -250,24 +258,25 @@ static inline double kq_check_mm(kg_ctx *c, dp_dtype t, const kq_mm *m, const fl
         dp_dispatch_u32(&d, "x_stride", 0);
         dp_dispatch_u32(&d, "y_stride", 0);
         dp_dispatch_u32(&d, "w_row_blocks", m->w_row_blocks);
-        if (m->gemm) kg_run(c, &d, (N + 63) / 64, (T + 63) / 64, 1);
+        if (m->gemm) kg_run(c, &d, (N + tile[2] - 1) / tile[2], (T + tile[1] - 1) / tile[1], 1);
         else kg_run(c, &d, (N + 3) / 4, (T + tt - 1) / tt, 1);
         kg_download(ty, got, (uint64_t)T * N);
 
         for (uint64_t i = 0; i < (uint64_t)T * N; i++) {
             const double r = ref[i], diff = fabs((double)got[i] - r), tl = kq_tol(out_f16, r);
             if (!(diff <= tl))
-                fail_msg("%s %s %s %s act=%s T=%u N=%u K=%u (w_row_blocks %u) UN=%u: y[%llu, %llu] = %.7g, ref %.7g "
-                         "(diff %.3g > %.3g)", what, file, dp_dtype_name(t), dp_qlayout_name(m->layout),
-                         dp_dtype_name(adt), T, N, K, m->w_row_blocks, un, (unsigned long long)(i / N),
+                fail_msg("%s %s %s %s act=%s T=%u N=%u K=%u (w_row_blocks %u) UN=%u tile %ux%u/%ux%u: y[%llu, %llu] = "
+                         "%.7g, ref %.7g (diff %.3g > %.3g)", what, file, dp_dtype_name(t), dp_qlayout_name(m->layout),
+                         dp_dtype_name(adt), T, N, K, m->w_row_blocks, un, tile[1], tile[2], tile[3], tile[4],
+                         (unsigned long long)(i / N),
                          (unsigned long long)(i % N), got[i], r, diff, tl);
             if (diff / tl > worst) worst = diff / tl;
         }
-        if (n_runs > 1) {   /* UN only moves loads: the sums must be UN = 1's, bit for bit */
+        if (n_runs > 1) {   /* UN only moves loads, a tile only splits the outputs: the sums must be the first run's */
             if (!kg_same_bits(ty, &bits1))
-                fail_msg("%s %s %s %s act=%s T=%u N=%u K=%u (w_row_blocks %u): UN=%u output differs from UN=1 "
-                         "(bits)", what, file, dp_dtype_name(t), dp_qlayout_name(m->layout), dp_dtype_name(adt),
-                         T, N, K, m->w_row_blocks, un);
+                fail_msg("%s %s %s %s act=%s T=%u N=%u K=%u (w_row_blocks %u): UN=%u tile %ux%u/%ux%u output differs "
+                         "from the first run's (bits)", what, file, dp_dtype_name(t), dp_qlayout_name(m->layout),
+                         dp_dtype_name(adt), T, N, K, m->w_row_blocks, un, tile[1], tile[2], tile[3], tile[4]);
             /* garbage for the next run to overwrite: an output it leaves unwritten then fails */
             float *junk = malloc(sizeof(float) * T * N);
             assert_non_null(junk);

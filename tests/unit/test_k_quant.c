@@ -11,6 +11,8 @@
 **   gemv_q (DP_GLU too) also with UN (units in flight per thread) = 1, 2, 4, on K whose units per thread are
 **   not a multiple of UN (WG 128, ROWS 4: 32 threads per row; K = 1152 is 36 units, 6912 is 216, 256 is 8):
 **   each within tolerance, and UN = 2, 4 bit for bit the UN = 1 output.
+**   gemm_q on the fixture tensors (T = 19, f32 activations) also with every tile lower.gemm_tile picks (a GPU's
+**   64 x 64, a CPU device's 16, 32, 64 x 64): each within tolerance and bit for bit the first tile's output.
 ** x is rounded to the activation dtype on the host first, so the reference sees exactly what the GPU reads.
 */
 #include <math.h>
@@ -150,6 +152,7 @@ typedef struct mm_case {
     uint32_t T, N, K;
     bool bias, out_f32;
     bool unroll;   /* gemv_q: UN = 1, 2, 4 (kq_mm.unroll) */
+    bool tiles;    /* gemm_q: every tile of KQ_TILES (kq_mm.tiles) */
 } mm_case;
 
 /* y = x · Wᵀ with W = blocks (type t, [N, K]) on the GPU vs f64 on the CPU-dequantised W. */
@@ -165,11 +168,13 @@ static void run_mm(kg_ctx *c, dp_dtype t, const uint8_t *blocks, const mm_case *
     kg_round(x, adt, (uint64_t)T * K);
     dp_gtensor *tw = upload_blocks(c, t, blocks, N, K);
     const kq_mm m = {.gemm = mc->gemm, .T = T, .N = N, .K = K, .act_f16 = act_f16, .out_f32 = mc->out_f32,
-                     .bias = mc->bias ? b : NULL, .layout = DP_QLAYOUT_ROW, .unroll = mc->unroll};
+                     .bias = mc->bias ? b : NULL, .layout = DP_QLAYOUT_ROW, .unroll = mc->unroll,
+                     .tiles = mc->tiles};
     const double worst = kq_check_mm(c, t, &m, x, w, tw, what);
     print_message("  %-5s %-18s %-5s act=%s T=%-2u N=%-3u K=%-4u bias=%d out_f32=%d: worst err/tol %.3f%s\n", what,
                   mc->gemm ? "gemm_q.comp" : "gemv_q.comp", dp_dtype_name(t), dp_dtype_name(adt), T, N, K, mc->bias,
-                  mc->out_f32, worst, mc->unroll ? " (UN 1, 2, 4: same bits)" : "");
+                  mc->out_f32, worst,
+                  mc->unroll ? " (UN 1, 2, 4: same bits)" : mc->tiles ? " (4 tiles: same bits)" : "");
     dp_gtensor_release(tw);
     free(x); free(w); free(b);
 }
@@ -195,9 +200,9 @@ static void run_random_mm(kg_ctx *c, const mm_case *cases, size_t n_cases)
 static void test_gemv_q(void **state)
 {
     const mm_case cases[] = {
-        {false, 1, 37, 1152, false, false, true},
-        {false, 3, 13, 6912, true, false, true},
-        {false, 1, 10, 1120, false, true, true},
+        {false, 1, 37, 1152, false, false, true, false},
+        {false, 3, 13, 6912, true, false, true, false},
+        {false, 1, 10, 1120, false, true, true, false},
     };
     run_random_mm(*state, cases, DP_ARRAY_LEN(cases));
 }
@@ -304,9 +309,9 @@ static void test_gemv_q_glu(void **state)
 static void test_gemm_q(void **state)
 {
     const mm_case cases[] = {
-        {true, 64, 70, 1152, false, false, false},
-        {true, 17, 9, 6912, true, false, false},
-        {true, 3, 65, 1120, false, true, false},
+        {true, 64, 70, 1152, false, false, false, false},
+        {true, 17, 9, 6912, true, false, false, false},
+        {true, 3, 65, 1120, false, true, false, false},
     };
     run_random_mm(*state, cases, DP_ARRAY_LEN(cases));
 }
@@ -321,10 +326,11 @@ static void test_mm_fixture(void **state)
         const dp_gguf_tensor *t = dp_gguf_find_tensor(g, names[i]);
         assert_non_null(t);
         assert_true(gpu_type(t->dtype));
-        mm_case v = {false, 3, (uint32_t)t->ne[1], (uint32_t)t->ne[0], false, false, true};
-        mm_case m = {true, 19, (uint32_t)t->ne[1], (uint32_t)t->ne[0], true, false, false};
+        mm_case v = {false, 3, (uint32_t)t->ne[1], (uint32_t)t->ne[0], false, false, true, false};
+        mm_case m = {true, 19, (uint32_t)t->ne[1], (uint32_t)t->ne[0], true, false, false, false};
         for (int a = 0; a < 2; a++) {
             run_mm(c, t->dtype, t->data, &v, a != 0, "gguf");
+            m.tiles = a == 0;   /* every gemm_q tile once: the tile does not touch the activations' loads */
             run_mm(c, t->dtype, t->data, &m, a != 0, "gguf");
         }
     }

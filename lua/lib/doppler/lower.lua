@@ -400,6 +400,20 @@ function M.gemv_float_default(ctx)
   return 128, 2
 end
 
+-- The tiled GEMM's tile (matmul/gemm.comp, gemm_q.comp: BM tokens x BN outputs, TM x TN of them per
+-- invocation, WG = (BM / TM) * (BN / TN)). GPUs: 64 x 64, 4 x 4 per invocation. A CPU device runs a workgroup
+-- as vectors of 8 lanes one after another, so the rows of a tile past T cost as much as used ones, and each
+-- shared-memory read feeds more FMAs at 4 x 8 or 8 x 8 per invocation: there 64 invocations, BM = 16, 32 or
+-- 64 (the least that holds T, up to 64) and BN = 64. On lavapipe gemm_q took 700 -> 297 ms for a 24-token
+-- prompt and 665 -> 441 ms for 56 tokens (the Gemma-shaped Q4_K_M fixture, docs/BENCHMARKS.md session 17).
+-- Every tile sums each output over k in the same order, so all give the same bits (test_k_quant checks it).
+function M.gemm_tile(ctx, T)
+  if not on_cpu(ctx) then return { WG = 256, BM = 64, BN = 64, TM = 4, TN = 4 } end
+  local bm = T <= 16 and 16 or T <= 32 and 32 or 64
+  local tm = bm // 8
+  return { WG = 64, BM = bm, BN = 64, TM = tm, TN = 8 }
+end
+
 function M.gemv_params(ctx, quantised, tt, N, K, nw, head)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   if quantised then
@@ -668,8 +682,10 @@ local function emit_linear(ctx, x, w, b, y)
     ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
   else
     local file = qdef and "matmul/gemm_q.comp" or "matmul/gemm.comp"
-    local k = ctx.kernel(file, ctx.defines(defs), { WG = 256, BM = 64, BN = 64, TM = 4, TN = 4, BK = qdef and 32 or 16 })
-    ctx.dispatch(k, ceil_div(N, 64), ceil_div(T, 64), 1, push)
+    local tile = M.gemm_tile(ctx, T)
+    tile.BK = qdef and 32 or 16
+    local k = ctx.kernel(file, ctx.defines(defs), tile)
+    ctx.dispatch(k, ceil_div(N, tile.BN), ceil_div(T, tile.BM), 1, push)
   end
 end
 
