@@ -1,6 +1,7 @@
 /*
 ** tests/unit/test_gpu_runtime.c: the runtime around the kernels: pool reuse and statistics, the
-** SPIR-V disk cache across device contexts, compile errors with file:line, reflection, recorder
+** SPIR-V disk cache across device contexts, a CPU device's define (DP_DEVICE_CPU, part of the cache key),
+** compile errors with file:line, reflection, recorder
 ** barriers (none for independent work, one per hazard), replay, indirect dispatch, the profiler,
 ** out-of-memory without leaks, and "no device" with an install hint.
 */
@@ -156,6 +157,50 @@ static void test_spirv_cache_across_contexts(void **state)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* A CPU device's shaders get DP_DEVICE_CPU (dp_common.glsl's DP_UNROLL reads it), and the define is part of the
+** SPIR-V cache key: the same source compiled by a cache without it must not be served the other's entry. */
+static void test_device_define(void **state)
+{
+    (void)state;
+    dp_device *dev = dp_test_device_open();
+    dp_err err = {0};
+    const char *src =
+        "#version 450\n"
+        "layout(local_size_x = 1) in;\n"
+        "#ifndef DP_DEVICE_CPU\n"
+        "#error DP_DEVICE_CPU is not defined\n"
+        "#endif\n"
+        "void main() {}\n";
+    dp_kernel_desc d = {.file = "needs_cpu_define.comp", .source = src};
+    dp_kernel *k = NULL;
+    assert_int_equal(dp_device_get_caps(dev)->type, VK_PHYSICAL_DEVICE_TYPE_CPU);   /* the tests run on lavapipe */
+    DP_TEST_OK(dp_kernel_get(dev, &d, &k, &err), &err);
+
+    char dir[] = "/tmp/doppler-define-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const char *shaders = dp_shader_dir(dp_device_shaders(dev));
+    dp_shader_src ss = {.file = "needs_cpu_define.comp", .source = src};
+    dp_spirv spv = {0};
+    for (int with = 1; with >= 0; with--) {
+        dp_shader_cache *sc = NULL;
+        DP_TEST_OK(dp_shader_cache_create(dir, shaders, "key", with ? "DP_DEVICE_CPU" : NULL, &sc, &err), &err);
+        dp_err_clear(&err);
+        dp_status st = dp_shader_compile(sc, &ss, &spv, &err);
+        if (with) {
+            DP_TEST_OK(st, &err);
+            dp_spirv_free(&spv);
+        } else {
+            assert_int_equal(st, DP_ESHADER);
+            if (!strstr(err.msg, "DP_DEVICE_CPU is not defined")) fail_msg("expected the #error, got: %s", err.msg);
+        }
+        dp_shader_cache_destroy(sc);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    dp_test_device_close(dev);
 }
 
 static void test_compile_error_has_file_line(void **state)
@@ -493,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_pool_reuse_and_stats),
         cmocka_unit_test(test_oom_no_leak),
         cmocka_unit_test(test_spirv_cache_across_contexts),
+        cmocka_unit_test(test_device_define),
         cmocka_unit_test(test_compile_error_has_file_line),
         cmocka_unit_test(test_reflection),
         cmocka_unit_test(test_barriers_follow_hazards),
