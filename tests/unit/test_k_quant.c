@@ -326,7 +326,9 @@ static void test_mm_fixture(void **state)
         const dp_gguf_tensor *t = dp_gguf_find_tensor(g, names[i]);
         assert_non_null(t);
         assert_true(gpu_type(t->dtype));
-        mm_case v = {false, 3, (uint32_t)t->ne[1], (uint32_t)t->ne[0], false, false, true, false};
+        /* with a bias, as test_gemv_q's 3-token case: the same kernel variants, which lavapipe then compiles
+        ** once (a 3-token gemv_q variant takes it 2 to 5 s, docs/BENCHMARKS.md session 17) */
+        mm_case v = {false, 3, (uint32_t)t->ne[1], (uint32_t)t->ne[0], true, false, true, false};
         mm_case m = {true, 19, (uint32_t)t->ne[1], (uint32_t)t->ne[0], true, false, false, false};
         for (int a = 0; a < 2; a++) {
             run_mm(c, t->dtype, t->data, &v, a != 0, "gguf");
