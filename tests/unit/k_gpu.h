@@ -19,6 +19,8 @@
 #include "gpu/recorder.h"
 #include "gpu/tensor.h"
 
+#include "k_unroll.h"
+
 typedef struct kg_ctx {
     dp_device   *dev;
     dp_recorder *rec;

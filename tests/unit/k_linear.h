@@ -12,6 +12,8 @@
 #include "gpu/recorder.h"
 #include "gpu/tensor.h"
 
+#include "k_unroll.h"
+
 typedef struct ctx {
     dp_device   *dev;
     dp_recorder *rec;

@@ -189,8 +189,9 @@ typedef struct kq_mm {
     const float *bias;         /* [N] (DP_BIAS), or NULL */
     dp_qlayout  layout;        /* of tw */
     uint32_t    w_row_blocks;  /* blocks from one row of tw to the next; 0: K / QK */
-    bool        unroll;        /* gemv_q: run with UN = 1, 2, 4 (loads of UN units in flight), each checked, and
-                                  2, 4 bit for bit equal to UN = 1; else once with the shader's default UN */
+    bool        unroll;        /* gemv_q: run with every UN a plan can give TT tokens per workgroup (k_gemv_uns:
+                                  1, 2, 4 at T = 1), each checked, and bit for bit equal to UN = 1; else once
+                                  with the shader's default UN */
     bool        tiles;         /* gemm_q: run with every tile lower.gemm_tile picks (KQ_TILES), each checked, and
                                   bit for bit equal to the first's; else once with the shader's default tile */
 } kq_mm;
@@ -233,12 +234,13 @@ static inline double kq_check_mm(kg_ctx *c, dp_dtype t, const kq_mm *m, const fl
     if (m->out_f32) defs[nd++] = "DP_OUT_F32";
     const uint32_t tt = T < 4 ? T : 4;
     const char *file = m->gemm ? "matmul/gemm_q.comp" : "matmul/gemv_q.comp";
-    static const uint32_t UNS[] = {1, 2, 4};
-    const uint32_t n_runs = m->gemm ? (m->tiles ? 4 : 1) : (m->unroll ? 3 : 1);
+    uint32_t uns[3];
+    const uint32_t n_uns = k_gemv_uns(tt, uns);
+    const uint32_t n_runs = m->gemm ? (m->tiles ? 4 : 1) : (m->unroll ? n_uns : 1);
     double worst = 0.0;
     void *bits1 = NULL;
     for (uint32_t run = 0; run < n_runs; run++) {
-        const uint32_t un = n_runs > 1 && !m->gemm ? UNS[run] : 0;
+        const uint32_t un = m->unroll && !m->gemm ? uns[run] : 0;
         const uint32_t *tile = KQ_TILES[m->gemm ? run : 0];
         dp_kconst gemv_c[4] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}, {"UN", un}};
         dp_kconst gemm_c[5] = {{"WG", tile[0]}, {"BM", tile[1]}, {"BN", tile[2]}, {"TM", tile[3]}, {"TN", tile[4]}};

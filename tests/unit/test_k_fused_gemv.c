@@ -4,8 +4,8 @@
 ** dtype (f32, f16): DP_GLU with gelu_tanh and silu; three (Q, K, V) and two linears of one input, with and
 ** without biases; K on the vector path (640) and the element path (67, and a padded x stride); row counts
 ** whose row blocks straddle two weights (N0 odd with ROWS = 2, 3); T = 1, 3, 6 (T > TT: several token blocks).
-** UN (loads of UN chunks in flight) = 1, 2, 4 in both modes on shapes whose chunks per thread are not a
-** multiple of UN (and on the element path, which ignores UN): each output within tolerance of the reference
+** UN (loads of UN chunks in flight) = 1, 2, 4 in both modes (1, 2 at two tokens per workgroup, as plans set
+** it) on shapes whose chunks per thread are not a multiple of UN (and on the element path, which ignores UN): each output within tolerance of the reference
 ** AND bit for bit the UN = 1 output.
 ** Inputs are rounded to their dtype on the host first, so the references see what the GPU reads.
 */
@@ -61,11 +61,6 @@ static float *rand_rounded(ctx *c, dp_dtype dt, uint64_t n)
 
 static const char *wdef(dp_dtype w) { return w == DP_F32 ? "DP_W_F32" : w == DP_F16 ? "DP_W_F16" : "DP_W_BF16"; }
 
-/* The UN values a case runs with: {0} (the shader's default, no UN constant) or {1, 2, 4}. */
-static const uint32_t UNS[] = {1, 2, 4};
-#define N_RUNS(fc) ((fc)->unroll ? (uint32_t)DP_ARRAY_LEN(UNS) : 1u)
-#define RUN_UN(fc, run) ((fc)->unroll ? UNS[run] : 0u)
-
 /* gemv_multi.comp with WG 64, ROWS, TT and (un != 0) UN. */
 static dp_kernel *multi_kernel(ctx *c, const char **defs, uint32_t nd, uint32_t rows, uint32_t tt, uint32_t un)
 {
@@ -108,8 +103,25 @@ static float *compact(const float *x, uint32_t T, uint32_t K, uint32_t xs)
 
 typedef struct fcase {
     uint32_t T, K, xs; uint32_t N[3]; uint32_t count; bool bias; uint32_t rows, tt;
-    bool unroll;   /* run with UN = 1, 2, 4 (else the default) */
+    bool unroll;   /* run with every UN a plan can set at tt (else the default) */
 } fcase;
+
+/* The UN values a case runs with: {0} (the shader's default, no UN constant), or every UN a plan can set at
+** the case's TT (k_gemv_uns: 1, 2, 4 at TT 1, 1, 2 at TT 2): N_RUNS of them, the run-th RUN_UN. */
+static uint32_t n_runs(const fcase *fc)
+{
+    uint32_t uns[3];
+    return fc->unroll ? k_gemv_uns(fc->tt, uns) : 1u;
+}
+
+static uint32_t run_un(const fcase *fc, uint32_t run)
+{
+    uint32_t uns[3];
+    k_gemv_uns(fc->tt, uns);
+    return fc->unroll ? uns[run] : 0u;
+}
+#define N_RUNS(fc) n_runs(fc)
+#define RUN_UN(fc, run) run_un(fc, run)
 
 static void run_glu(ctx *c, const fcase *fc, dp_glu_kind kind, dp_dtype wdt, bool act_f16)
 {
@@ -264,8 +276,9 @@ static const fcase CASES[] = {
     {3, 640, 0, {21, 7, 5}, 3, true, 2, 3, false},
     {6, 96, 100, {13, 13, 0}, 2, false, 2, 4, false},
     {6, 67, 0, {15, 6, 6}, 3, true, 4, 4, false},
-    /* UN = 1, 2, 4 at WG = 64. K = 1152: 144 chunks of 8 (f16/bf16 weights), 2 or 3 per thread; 288 of 4
-       (f32), 4 or 5. K = 2112: 264 (5 or 4 per thread) and 528 (9 or 8). K = 67: the element path. */
+    /* UN = 1, 2, 4 (1, 2 at TT 2) at WG = 64. K = 1152: 144 chunks of 8 (f16/bf16 weights), 2 or 3 per
+       thread; 288 of 4 (f32), 4 or 5. K = 2112: 264 (5 or 4 per thread) and 528 (9 or 8). K = 67: the element
+       path. */
     {1, 1152, 0, {37, 8, 8}, 3, false, 2, 1, true},
     {2, 2112, 0, {13, 7, 0}, 2, true, 3, 2, true},
     {1, 67, 0, {15, 6, 6}, 3, true, 2, 1, true},

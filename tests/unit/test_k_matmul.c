@@ -3,8 +3,9 @@
 ** for every weight dtype (f32, f16, bf16) x activation dtype (f32, f16), bias on and off, shapes that take
 ** the vectorised path (K = 1152, 640) and the element path (K = 67, or K % 8 != 0 with 16-bit weights, or
 ** a padded x row stride), N not a multiple of the row block or tile, and T = 1, 3, 17, 64.
-** gemv.comp's UN (loads of UN chunks in flight) = 2 and 4 on shapes whose chunks per thread are not a
-** multiple of UN: each output within tol() of the reference AND bit for bit the UN = 1 output.
+** gemv.comp's UN (loads of UN chunks in flight) = 2 and 4 (2 only at two tokens per workgroup, as plans set
+** it) on shapes whose chunks per thread are not a multiple of UN: each output within tol() of the reference
+** AND bit for bit the UN = 1 output.
 ** The inputs are rounded to their stored dtype on the host first, so the reference sees exactly the values
 ** the GPU reads; what remains is accumulation order and output rounding (bounds: see tol()).
 */
@@ -49,7 +50,8 @@ typedef struct lin_case {
     const dp_kconst *consts; /* NULL: shader defaults */
     uint32_t n_consts;
     uint32_t fold_gx;        /* gemv: force this many groups along x (0: no folding); tests the z fold */
-    bool     unroll;         /* gemv: run with UN = 1, 2, 4 (each checked, and 2, 4 bit for bit = 1) */
+    bool     unroll;         /* gemv: run with every UN a plan can set at TT (k_gemv_uns: 1, 2, 4 at TT 1, 1, 2 at
+                                TT 2), each checked, and UN > 1 bit for bit = 1 */
 } lin_case;
 
 static uint32_t kconst(const lin_case *lc, const char *name, uint32_t def)
@@ -93,14 +95,15 @@ static void run_case(ctx *c, const lin_case *lc, dp_dtype wdt, bool act_f16)
     if (act_f16) defs[nd++] = "DP_ACT_F16";
     if (lc->bias) defs[nd++] = "DP_BIAS";
 
-    /* UN = 0: the case's constants only (the shader's default); else UN set as well. */
-    static const uint32_t UNS[] = {1, 2, 4};
-    const uint32_t n_runs = lc->unroll ? DP_ARRAY_LEN(UNS) : 1;
+    /* UN = 0: the case's constants only (the shader's default); else every UN a plan can set at the case's TT. */
+    uint32_t uns[3];
+    const uint32_t n_uns = k_gemv_uns(kconst(lc, "TT", 1), uns);
+    const uint32_t n_runs = lc->unroll ? n_uns : 1;
     const size_t ybytes = (size_t)T * ys * (act_f16 ? 2 : 4);
     uint8_t *raw = malloc(ybytes), *raw1 = malloc(ybytes);
     assert_true(raw && raw1);
     for (uint32_t run = 0; run < n_runs; run++) {
-        const uint32_t un = lc->unroll ? UNS[run] : 0;
+        const uint32_t un = lc->unroll ? uns[run] : 0;
         dp_kconst consts[8];
         assert_true(lc->n_consts < DP_ARRAY_LEN(consts));
         uint32_t nc = 0;
@@ -191,11 +194,12 @@ static void run_all_dtypes(ctx *c, const lin_case *cases, size_t n)
 static const dp_kconst GEMV_WIDE[] = {{"WG", 64}, {"ROWS", 4}, {"TT", 3}};
 static const dp_kconst GEMV_ONE[]  = {{"WG", 32}, {"ROWS", 1}, {"TT", 1}};
 
-/* UN = 1, 2, 4: chunks per thread not a multiple of UN. f16/bf16 weights (8 per chunk): K = 1152 is 144
-** chunks, 4 or 5 per thread at WG = 32; K = 640 is 80, 2 or 3. f32 weights (4 per chunk): 9 per thread at
-** K = 1152, 5 at K = 640, 4 or 5 at WG = 64. */
+/* UN = 1, 2, 4 at TT 1, and 1, 2 at TT 2 (what a plan can set: k_gemv_uns): chunks per thread not a multiple
+** of UN. f16/bf16 weights (8 per chunk): K = 1152 is 144 chunks, 4 or 5 per thread at WG = 32; K = 640 is 80,
+** 2 or 3. f32 weights (4 per chunk): 9 per thread at K = 1152, 5 at K = 640, 4 or 5 at WG = 64. GEMV_UN_B
+** with T = 3: the second token block holds one token. */
 static const dp_kconst GEMV_UN_A[] = {{"WG", 32}, {"ROWS", 2}, {"TT", 1}};
-static const dp_kconst GEMV_UN_B[] = {{"WG", 32}, {"ROWS", 4}, {"TT", 3}};
+static const dp_kconst GEMV_UN_B[] = {{"WG", 32}, {"ROWS", 4}, {"TT", 2}};
 static const dp_kconst GEMV_UN_C[] = {{"WG", 64}, {"ROWS", 1}, {"TT", 2}};
 
 static void test_gemv(void **state)

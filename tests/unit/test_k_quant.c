@@ -6,11 +6,12 @@
 ** - shaders/matmul/gemv_q.comp and gemm_q.comp: y = x · Wᵀ against an f64 matmul over the CPU-dequantised W
 **   (gemv_q also with DP_GLU: act(x · Wgᵀ) * (x · Wuᵀ)),
 **   K = 1152, 1120, 6912 for the 32-element types and 256, 6912 for the K-quants (their K must be a multiple
-**   of 256), T = 1, 3 (gemv) and 3, 17, 64 (gemm), f32 and f16 activations, N not a multiple of the row block
-**   or tile, bias and f32 output, plus a real fixture tensor.
-**   gemv_q (DP_GLU too) also with UN (units in flight per thread) = 1, 2, 4, on K whose units per thread are
+**   of 256), T = 1, 3 (gemv; 1, 2 with DP_GLU) and 3, 17, 64 (gemm), f32 and f16 activations, N not a
+**   multiple of the row block or tile, bias and f32 output, plus a real fixture tensor.
+**   gemv_q (DP_GLU too) also with every UN (units in flight per thread) a plan can set for its tokens per
+**   workgroup (k_gemv_uns: 1, 2, 4 at T = 1, 1, 2 at T = 2, 1 at T = 3), on K whose units per thread are
 **   not a multiple of UN (WG 128, ROWS 4: 32 threads per row; K = 1152 is 36 units, 6912 is 216, 256 is 8):
-**   each within tolerance, and UN = 2, 4 bit for bit the UN = 1 output.
+**   each within tolerance, and UN > 1 bit for bit the UN = 1 output.
 **   gemm_q on the fixture tensors (T = 19, f32 activations) also with every tile lower.gemm_tile picks (a GPU's
 **   64 x 64, a CPU device's 16, 32, 64 x 64): each within tolerance and bit for bit the first tile's output.
 ** x is rounded to the activation dtype on the host first, so the reference sees exactly what the GPU reads.
@@ -151,7 +152,7 @@ typedef struct mm_case {
     bool gemm;
     uint32_t T, N, K;
     bool bias, out_f32;
-    bool unroll;   /* gemv_q: UN = 1, 2, 4 (kq_mm.unroll) */
+    bool unroll;   /* gemv_q: every UN a plan can set (kq_mm.unroll) */
     bool tiles;    /* gemm_q: every tile of KQ_TILES (kq_mm.tiles) */
 } mm_case;
 
@@ -171,10 +172,10 @@ static void run_mm(kg_ctx *c, dp_dtype t, const uint8_t *blocks, const mm_case *
                      .bias = mc->bias ? b : NULL, .layout = DP_QLAYOUT_ROW, .unroll = mc->unroll,
                      .tiles = mc->tiles};
     const double worst = kq_check_mm(c, t, &m, x, w, tw, what);
-    print_message("  %-5s %-18s %-5s act=%s T=%-2u N=%-3u K=%-4u bias=%d out_f32=%d: worst err/tol %.3f%s\n", what,
-                  mc->gemm ? "gemm_q.comp" : "gemv_q.comp", dp_dtype_name(t), dp_dtype_name(adt), T, N, K, mc->bias,
-                  mc->out_f32, worst,
-                  mc->unroll ? " (UN 1, 2, 4: same bits)" : mc->tiles ? " (4 tiles: same bits)" : "");
+    print_message("  %-5s %-18s %-5s act=%s T=%-2u N=%-3u K=%-4u bias=%d out_f32=%d: worst err/tol %.3f%s%s%s\n",
+                  what, mc->gemm ? "gemm_q.comp" : "gemv_q.comp", dp_dtype_name(t), dp_dtype_name(adt), T, N, K,
+                  mc->bias, mc->out_f32, worst, mc->unroll ? " (" : "", mc->unroll ? k_uns_text(T < 4 ? T : 4) : "",
+                  mc->unroll ? ")" : mc->tiles ? " (4 tiles: same bits)" : "");
     dp_gtensor_release(tw);
     free(x); free(w); free(b);
 }
@@ -231,11 +232,12 @@ static void run_glu_q(kg_ctx *c, dp_dtype t, uint32_t T, uint32_t N, uint32_t K,
     if (dp_gtensor_create(c->dev, adt, 1, shape, &ty, &e) != DP_OK) fail_msg("%s", e.msg);
     const char *defs[3] = {kq_qdefine(t), "DP_GLU", "DP_ACT_F16"};
     const uint32_t tt = T < 4 ? T : 4;
-    static const uint32_t UNS[] = {1, 2, 4};   /* units in flight; UN = 2, 4 must give UN = 1's bits */
+    uint32_t uns[3];   /* units in flight, as a plan can set them (k_gemv_uns); UN > 1 must give UN = 1's bits */
+    const uint32_t n_uns = k_gemv_uns(tt, uns);
     double worst = 0.0;
     void *bits1 = NULL;
-    for (uint32_t run = 0; run < DP_ARRAY_LEN(UNS); run++) {
-        const uint32_t un = UNS[run];
+    for (uint32_t run = 0; run < n_uns; run++) {
+        const uint32_t un = uns[run];
         dp_kconst kc[4] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}, {"UN", un}};
         dp_kernel_desc kd = {.file = "matmul/gemv_q.comp", .defines = defs, .n_defines = act_f16 ? 3 : 2,
                              .constants = kc, .n_constants = 4};
@@ -286,8 +288,9 @@ static void run_glu_q(kg_ctx *c, dp_dtype t, uint32_t T, uint32_t N, uint32_t K,
                      dp_dtype_name(t), dp_dtype_name(adt), T, N, K, un);
     }
     free(bits1);
-    print_message("  glu   gemv_q.comp %-9s %-5s act=%s T=%-2u N=%-3u K=%-4u: worst err/tol %.3f (UN 1, 2, 4: same bits)\n",
-                  kind == DP_GLU_SILU ? "silu" : "gelu_tanh", dp_dtype_name(t), dp_dtype_name(adt), T, N, K, worst);
+    print_message("  glu   gemv_q.comp %-9s %-5s act=%s T=%-2u N=%-3u K=%-4u: worst err/tol %.3f (%s)\n",
+                  kind == DP_GLU_SILU ? "silu" : "gelu_tanh", dp_dtype_name(t), dp_dtype_name(adt), T, N, K, worst,
+                  k_uns_text(tt));
     dp_gtensor_release(tx); dp_gtensor_release(tg); dp_gtensor_release(tu); dp_gtensor_release(ty);
     free(bg); free(bu); free(x); free(wg); free(wu); free(got);
 }
@@ -300,7 +303,7 @@ static void test_gemv_q_glu(void **state)
         const uint32_t K = dp_dtype_get(t)->block == 256 ? 2304 : 1152;
         for (int a = 0; a < 2; a++) {
             run_glu_q(c, t, 1, 37, K, DP_GLU_GELU_TANH, a != 0);
-            run_glu_q(c, t, 3, 13, K, DP_GLU_SILU, a != 0);
+            run_glu_q(c, t, 2, 13, K, DP_GLU_SILU, a != 0);   /* TT = 2: UN 1, 2 (T = 3 runs without DP_GLU) */
         }
     }
     assert_int_equal(dp_device_validation_count(c->dev), 0);
