@@ -235,12 +235,12 @@ static inline double kq_check_mm(kg_ctx *c, dp_dtype t, const kq_mm *m, const fl
     const uint32_t tt = T < 4 ? T : 4;
     const char *file = m->gemm ? "matmul/gemm_q.comp" : "matmul/gemv_q.comp";
     uint32_t uns[3];
-    const uint32_t n_uns = k_gemv_uns(tt, uns);
-    const uint32_t n_runs = m->gemm ? (m->tiles ? 4 : 1) : (m->unroll ? n_uns : 1);
+    const uint32_t n_uns = k_case_uns(m->unroll && !m->gemm, tt, uns);
+    const uint32_t n_runs = m->gemm ? (m->tiles ? 4 : 1) : n_uns;
     double worst = 0.0;
     void *bits1 = NULL;
     for (uint32_t run = 0; run < n_runs; run++) {
-        const uint32_t un = m->unroll && !m->gemm ? uns[run] : 0;
+        const uint32_t un = m->gemm ? 0 : uns[run];
         const uint32_t *tile = KQ_TILES[m->gemm ? run : 0];
         dp_kconst gemv_c[4] = {{"WG", 128}, {"ROWS", 4}, {"TT", tt}, {"UN", un}};
         dp_kconst gemm_c[5] = {{"WG", tile[0]}, {"BM", tile[1]}, {"BN", tile[2]}, {"TM", tile[3]}, {"TN", tile[4]}};

@@ -5,6 +5,7 @@
 #ifndef DP_TESTS_K_UNROLL_H
 #define DP_TESTS_K_UNROLL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The UN values (loads of UN units or chunks in flight per GEMV thread) that a plan can give a GEMV with tt
@@ -18,8 +19,17 @@ static inline uint32_t k_gemv_uns(uint32_t tt, uint32_t un[3])
     static const uint32_t ALL[] = {1, 2, 4};
     uint32_t n = 0;
     for (uint32_t i = 0; i < 3; i++)
-        if (ALL[i] * (tt ? tt : 1) <= 4 || ALL[i] == 1) un[n++] = ALL[i];
+        if (ALL[i] == 1 || ALL[i] * tt <= 4) un[n++] = ALL[i];
     return n;
+}
+
+/* A test case's runs: k_gemv_uns(tt) with unroll, else one run with UN = 0 (no UN constant: the shader's
+** default). Fills un, returns the count. */
+static inline uint32_t k_case_uns(bool unroll, uint32_t tt, uint32_t un[3])
+{
+    if (unroll) return k_gemv_uns(tt, un);
+    un[0] = 0;
+    return 1;
 }
 
 static inline const char *k_uns_text(uint32_t tt)

@@ -5,8 +5,8 @@
 ** without biases; K on the vector path (640) and the element path (67, and a padded x stride); row counts
 ** whose row blocks straddle two weights (N0 odd with ROWS = 2, 3); T = 1, 3, 6 (T > TT: several token blocks).
 ** UN (loads of UN chunks in flight) = 1, 2, 4 in both modes (1, 2 at two tokens per workgroup, as plans set
-** it) on shapes whose chunks per thread are not a multiple of UN (and on the element path, which ignores UN): each output within tolerance of the reference
-** AND bit for bit the UN = 1 output.
+** it) on shapes whose chunks per thread are not a multiple of UN (and on the element path, which ignores UN):
+** each output within tolerance of the reference AND bit for bit the UN = 1 output.
 ** Inputs are rounded to their dtype on the host first, so the references see what the GPU reads.
 */
 #include <math.h>
@@ -106,23 +106,6 @@ typedef struct fcase {
     bool unroll;   /* run with every UN a plan can set at tt (else the default) */
 } fcase;
 
-/* The UN values a case runs with: {0} (the shader's default, no UN constant), or every UN a plan can set at
-** the case's TT (k_gemv_uns: 1, 2, 4 at TT 1, 1, 2 at TT 2): N_RUNS of them, the run-th RUN_UN. */
-static uint32_t n_runs(const fcase *fc)
-{
-    uint32_t uns[3];
-    return fc->unroll ? k_gemv_uns(fc->tt, uns) : 1u;
-}
-
-static uint32_t run_un(const fcase *fc, uint32_t run)
-{
-    uint32_t uns[3];
-    k_gemv_uns(fc->tt, uns);
-    return fc->unroll ? uns[run] : 0u;
-}
-#define N_RUNS(fc) n_runs(fc)
-#define RUN_UN(fc, run) run_un(fc, run)
-
 static void run_glu(ctx *c, const fcase *fc, dp_glu_kind kind, dp_dtype wdt, bool act_f16)
 {
     const uint32_t T = fc->T, K = fc->K, N = fc->N[0], xs = fc->xs ? fc->xs : K;
@@ -144,8 +127,10 @@ static void run_glu(ctx *c, const fcase *fc, dp_glu_kind kind, dp_dtype wdt, boo
     assert_non_null(sent);
     for (uint64_t i = 0; i < (uint64_t)T * N; i++) sent[i] = 7.0f;
     void *raw1 = NULL;
-    for (uint32_t run = 0; run < N_RUNS(fc); run++) {
-        const uint32_t un = RUN_UN(fc, run);
+    uint32_t uns[3];   /* every UN a plan can set at the case's TT, or the shader's default (k_case_uns) */
+    const uint32_t n_runs = k_case_uns(fc->unroll, fc->tt, uns);
+    for (uint32_t run = 0; run < n_runs; run++) {
+        const uint32_t un = uns[run];
         dp_kernel *k = multi_kernel(c, defs, act_f16 ? 3 : 2, fc->rows, fc->tt, un);
         dp_gtensor_release(ty);
         ty = upload(c, adt, sent, (uint64_t)T * N);
@@ -217,8 +202,10 @@ static void run_multi(ctx *c, const fcase *fc, dp_dtype wdt, bool act_f16)
     static const char *wn[3] = {"w0", "w1", "w2"}, *yn[3] = {"y0", "y1", "y2"}, *bn[3] = {"b0", "b1", "b2"},
                       *nn[3] = {"N0", "N1", "N2"};
     void *raw1[3] = {NULL, NULL, NULL};
-    for (uint32_t run = 0; run < N_RUNS(fc); run++) {
-        const uint32_t un = RUN_UN(fc, run);
+    uint32_t uns[3];   /* every UN a plan can set at the case's TT, or the shader's default (k_case_uns) */
+    const uint32_t n_runs = k_case_uns(fc->unroll, fc->tt, uns);
+    for (uint32_t run = 0; run < n_runs; run++) {
+        const uint32_t un = uns[run];
         dp_kernel *k = multi_kernel(c, fc->bias ? defs : defs_nb, (fc->bias ? 2u : 1u) + (act_f16 ? 1u : 0u),
                                     fc->rows, fc->tt, un);
         if (run > 0)   /* a fresh sentinel: every run must write its outputs itself */

@@ -97,13 +97,12 @@ static void run_case(ctx *c, const lin_case *lc, dp_dtype wdt, bool act_f16)
 
     /* UN = 0: the case's constants only (the shader's default); else every UN a plan can set at the case's TT. */
     uint32_t uns[3];
-    const uint32_t n_uns = k_gemv_uns(kconst(lc, "TT", 1), uns);
-    const uint32_t n_runs = lc->unroll ? n_uns : 1;
+    const uint32_t n_runs = k_case_uns(lc->unroll, kconst(lc, "TT", 1), uns);
     const size_t ybytes = (size_t)T * ys * (act_f16 ? 2 : 4);
     uint8_t *raw = malloc(ybytes), *raw1 = malloc(ybytes);
     assert_true(raw && raw1);
     for (uint32_t run = 0; run < n_runs; run++) {
-        const uint32_t un = lc->unroll ? uns[run] : 0;
+        const uint32_t un = uns[run];
         dp_kconst consts[8];
         assert_true(lc->n_consts < DP_ARRAY_LEN(consts));
         uint32_t nc = 0;
