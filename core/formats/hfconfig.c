@@ -251,12 +251,11 @@ void dp_genconfig_init(dp_genconfig *gen)
     gen->temperature = gen->top_p = gen->repetition_penalty = 1.0;
 }
 
-dp_status dp_genconfig_read(const char *path, dp_genconfig *gen, dp_err *err)
+dp_status dp_genconfig_from_json(const char *name, const struct json_object *o, dp_genconfig *gen, dp_err *err)
 {
-    struct json_object *o;
     dp_genconfig_init(gen);
-    dp_status st = dp_json_read_object_file(path, &o, err);
-    if (st != DP_OK) return st;
+    if (!o || !json_object_is_type(o, json_type_object))
+        return DP_FAIL(err, DP_EFORMAT, "%s: generation config is not a JSON object", name);
     gen->present = true;
     gen->bos_token_id = dp_json_get_int(o, "bos_token_id", -1);
     gen->pad_token_id = dp_json_get_int(o, "pad_token_id", -1);
@@ -268,9 +267,19 @@ dp_status dp_genconfig_read(const char *path, dp_genconfig *gen, dp_err *err)
     gen->top_k = dp_json_get_int(o, "top_k", 0);
     gen->max_new_tokens = dp_json_get_int(o, "max_new_tokens", 0);
     gen->max_length = dp_json_get_int(o, "max_length", 0);
-    st = read_id_list(path, o, "eos_token_id", &gen->eos_token_ids, &gen->n_eos, err);
-    json_object_put(o);
+    dp_status st = read_id_list(name, o, "eos_token_id", &gen->eos_token_ids, &gen->n_eos, err);
     if (st != DP_OK) dp_genconfig_free(gen);
+    return st;
+}
+
+dp_status dp_genconfig_read(const char *path, dp_genconfig *gen, dp_err *err)
+{
+    struct json_object *o;
+    dp_genconfig_init(gen);
+    dp_status st = dp_json_read_object_file(path, &o, err);
+    if (st != DP_OK) return st;
+    st = dp_genconfig_from_json(path, o, gen, err);
+    json_object_put(o);
     return st;
 }
 
@@ -296,17 +305,17 @@ static dp_status tok_string(const char *path, const struct json_object *o, const
     return DP_OK;
 }
 
-dp_status dp_tokconfig_read(const char *path, dp_tokconfig *tok, dp_err *err)
+dp_status dp_tokconfig_from_json(const char *name, const struct json_object *o, dp_tokconfig *tok, dp_err *err)
 {
-    struct json_object *o;
+    dp_status st = DP_OK;
     memset(tok, 0, sizeof *tok);
-    dp_status st = dp_json_read_object_file(path, &o, err);
-    if (st != DP_OK) return st;
+    if (!o || !json_object_is_type(o, json_type_object))
+        return DP_FAIL(err, DP_EFORMAT, "%s: tokenizer config is not a JSON object", name);
     tok->present = true;
-    if ((st = tok_string(path, o, "bos_token", &tok->bos_token, err)) != DP_OK ||
-        (st = tok_string(path, o, "eos_token", &tok->eos_token, err)) != DP_OK ||
-        (st = tok_string(path, o, "pad_token", &tok->pad_token, err)) != DP_OK ||
-        (st = tok_string(path, o, "unk_token", &tok->unk_token, err)) != DP_OK)
+    if ((st = tok_string(name, o, "bos_token", &tok->bos_token, err)) != DP_OK ||
+        (st = tok_string(name, o, "eos_token", &tok->eos_token, err)) != DP_OK ||
+        (st = tok_string(name, o, "pad_token", &tok->pad_token, err)) != DP_OK ||
+        (st = tok_string(name, o, "unk_token", &tok->unk_token, err)) != DP_OK)
         goto done;
     tok->has_add_bos = dp_json_get(o, "add_bos_token") != NULL;
     tok->has_add_eos = dp_json_get(o, "add_eos_token") != NULL;
@@ -326,13 +335,23 @@ dp_status dp_tokconfig_read(const char *path, dp_tokconfig *tok, dp_err *err)
             if (t && (!tmpl || strcmp(nm, "default") == 0)) tmpl = t;
         }
     } else if (ct) {
-        st = DP_FAIL(err, DP_EFORMAT, "%s: \"chat_template\" is neither a string nor a list", path);
+        st = DP_FAIL(err, DP_EFORMAT, "%s: \"chat_template\" is neither a string nor a list", name);
         goto done;
     }
-    if (tmpl && !(tok->chat_template = strdup(tmpl))) st = DP_FAIL(err, DP_ENOMEM, "%s: out of host memory", path);
+    if (tmpl && !(tok->chat_template = strdup(tmpl))) st = DP_FAIL(err, DP_ENOMEM, "%s: out of host memory", name);
 done:
-    json_object_put(o);
     if (st != DP_OK) dp_tokconfig_free(tok);
+    return st;
+}
+
+dp_status dp_tokconfig_read(const char *path, dp_tokconfig *tok, dp_err *err)
+{
+    struct json_object *o;
+    memset(tok, 0, sizeof *tok);
+    dp_status st = dp_json_read_object_file(path, &o, err);
+    if (st != DP_OK) return st;
+    st = dp_tokconfig_from_json(path, o, tok, err);
+    json_object_put(o);
     return st;
 }
 

@@ -85,6 +85,8 @@ typedef struct dp_genconfig {
     bool     present;                                        /* a file was read */
 } dp_genconfig;
 
+/* The _from_json forms parse an object already read (borrowed); name labels messages. */
+dp_status dp_genconfig_from_json(const char *name, const struct json_object *obj, dp_genconfig *gen, dp_err *err);
 dp_status dp_genconfig_read(const char *path, dp_genconfig *gen, dp_err *err);
 void      dp_genconfig_init(dp_genconfig *gen);   /* the defaults above, nothing present */
 void      dp_genconfig_free(dp_genconfig *gen);
@@ -98,6 +100,7 @@ typedef struct dp_tokconfig {
     bool  present;
 } dp_tokconfig;
 
+dp_status dp_tokconfig_from_json(const char *name, const struct json_object *obj, dp_tokconfig *tok, dp_err *err);
 dp_status dp_tokconfig_read(const char *path, dp_tokconfig *tok, dp_err *err);
 void      dp_tokconfig_free(dp_tokconfig *tok);
 

@@ -217,6 +217,19 @@ void dp_manifest_free(dp_manifest *m)
     free(m);
 }
 
+dp_status dp_manifest_parse_pairs(const char *name, const char *text, size_t len, dp_manifest_pair **out, size_t *n,
+                                  dp_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    yaml_document_t doc;
+    dp_status st = load(name, text, len, &doc, err);
+    if (st != DP_OK) return st;
+    st = flat_pairs(name, &doc, yaml_document_get_root_node(&doc), "the hints file", out, n, err);
+    yaml_document_delete(&doc);
+    return st;
+}
+
 dp_status dp_manifest_read_pairs(const char *path, dp_manifest_pair **out, size_t *n, dp_err *err)
 {
     char *text;
@@ -225,12 +238,8 @@ dp_status dp_manifest_read_pairs(const char *path, dp_manifest_pair **out, size_
     *n = 0;
     dp_status st = read_text(path, &text, &len, err);
     if (st != DP_OK) return st;
-    yaml_document_t doc;
-    st = load(path, text, len, &doc, err);
+    st = dp_manifest_parse_pairs(path, text, len, out, n, err);
     free(text);
-    if (st != DP_OK) return st;
-    st = flat_pairs(path, &doc, yaml_document_get_root_node(&doc), "the hints file", out, n, err);
-    yaml_document_delete(&doc);
     return st;
 }
 

@@ -43,6 +43,9 @@ void      dp_manifest_free(dp_manifest *m);   /* NULL-safe */
 
 /* A YAML file that is one mapping of scalar -> scalar (the --hints FILE). *out is NULL on failure. */
 dp_status dp_manifest_read_pairs(const char *path, dp_manifest_pair **out, size_t *n, dp_err *err);
+/* As dp_manifest_read_pairs on text held in memory; name labels messages. */
+dp_status dp_manifest_parse_pairs(const char *name, const char *text, size_t len, dp_manifest_pair **out, size_t *n,
+                                  dp_err *err);
 void      dp_manifest_pairs_free(dp_manifest_pair *p, size_t n);   /* NULL-safe */
 
 #endif

@@ -304,6 +304,20 @@ static void test_generation_and_tokenizer_config(void **state)
     assert_int_equal(dp_tokconfig_read(bp, &t, &err), DP_EFORMAT);
     assert_non_null(strstr(err.msg, bp));
     unlink(bp);
+
+    /* The in-memory forms (what the fuzz target drives): a top-level value that is not an object fails
+    ** naming the source, and leaves nothing to free. */
+    struct json_object *arr = NULL;
+    assert_int_equal(dp_json_parse("mem.json", "[1]", 3, &arr, &err), DP_OK);
+    err = (dp_err){0};
+    assert_int_equal(dp_genconfig_from_json("gen.json", arr, &g, &err), DP_EFORMAT);
+    assert_non_null(strstr(err.msg, "gen.json"));
+    assert_null(g.eos_token_ids);
+    err = (dp_err){0};
+    assert_int_equal(dp_tokconfig_from_json("tok.json", arr, &t, &err), DP_EFORMAT);
+    assert_non_null(strstr(err.msg, "tok.json"));
+    assert_null(t.chat_template);
+    dp_json_free(arr);
 }
 
 int main(void)

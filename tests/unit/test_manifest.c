@@ -128,6 +128,28 @@ static void test_missing_file(void **state)
     assert_int_equal(n, 0);
 }
 
+/* The hints file's reader on text in memory (what the fuzz target drives). */
+static void test_pairs_text(void **state)
+{
+    (void)state;
+    dp_manifest_pair *p = NULL;
+    size_t n = 0;
+    dp_err err = {0};
+    const char *ok = "kv_dtype: f16\n\ndecode_chunk: 8\n";
+    if (dp_manifest_parse_pairs("h.yaml", ok, strlen(ok), &p, &n, &err) != DP_OK) fail_msg("%s", err.msg);
+    assert_int_equal(n, 2);
+    assert_string_equal(p[1].key, "decode_chunk");
+    assert_int_equal(p[1].line, 3);
+    dp_manifest_pairs_free(p, n);
+    const char *twice = "a: 1\na: 2\n";
+    p = (dp_manifest_pair *)1;
+    assert_int_equal(dp_manifest_parse_pairs("h.yaml", twice, strlen(twice), &p, &n, &err), DP_EFORMAT);
+    assert_null(p);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(err.msg, "h.yaml:2"));
+    assert_non_null(strstr(err.msg, "given twice"));
+}
+
 static void test_pairs_file(void **state)
 {
     (void)state;
@@ -159,6 +181,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full),         cmocka_unit_test(test_minimal),      cmocka_unit_test(test_shipped),
         cmocka_unit_test(test_errors),       cmocka_unit_test(test_missing_file), cmocka_unit_test(test_pairs_file),
+        cmocka_unit_test(test_pairs_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
