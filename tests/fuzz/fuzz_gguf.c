@@ -1,7 +1,8 @@
 /*
 ** tests/fuzz/fuzz_gguf.c: libFuzzer target for the GGUF reader (dp_gguf_parse on a file image),
 ** the writer (what was read is written back and must read again to the same tensors and kv
-** count), and CPU dequantisation of the first row of every tensor.
+** count), CPU dequantisation of the first row of every tensor, and the file's tokenizer (built and
+** used once).
 */
 #include <stddef.h>
 #include <stdint.h>
@@ -11,6 +12,7 @@
 #include "core/formats/gguf.h"
 #include "core/formats/model_file.h"
 #include "core/quant.h"
+#include "core/text/tokenizer.h"
 
 static void rewrite(const dp_gguf *g)
 {
@@ -40,6 +42,28 @@ static void rewrite(const dp_gguf *g)
     dp_gguf_writer_destroy(w);
 }
 
+/* The file's tokenizer (tokenizer.ggml.*), when it has one: built, then used once on a short text. */
+static void use_tokenizer(const dp_gguf *g)
+{
+    dp_err err = {0};
+    dp_tokenizer *tok = NULL;
+    if (dp_tokenizer_from_gguf(g, &tok, &err) != DP_OK) {
+        if (tok || !err.msg[0]) abort();   /* a failure must explain itself and leave nothing */
+        return;
+    }
+    static const char text[] = "Hello w\xC3\xB6rld <eos>\n";
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (dp_tokenizer_encode(tok, text, sizeof text - 1, true, &ids, &n, &err) == DP_OK) {
+        char *out = NULL;
+        size_t len = 0;
+        if (dp_tokenizer_decode(tok, ids, n, false, &out, &len, &err) == DP_OK && strlen(out) > len) abort();
+        free(out);
+    }
+    free(ids);
+    dp_tokenizer_destroy(tok);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     dp_err err = {0};
@@ -58,6 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     dp_hfconfig cfg;
     if (dp_hfconfig_from_gguf(g, &cfg, &err) == DP_OK) dp_hfconfig_free(&cfg);
+    use_tokenizer(g);
     rewrite(g);
     dp_gguf_close(g);
     return 0;
