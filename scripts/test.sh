@@ -39,8 +39,10 @@ run_stage() {   # name, build dir, cmake args...
 for stage in $STAGES; do
   case $stage in
     normal) run_stage normal build ;;
-    asan)   # -O2: the CPU references in tests are slow at -O0
-            run_stage asan build-asan -DDOPPLER_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDOPPLER_TEST_VALIDATION=OFF ;;
+    asan)   # -O2: the CPU references in tests are slow at -O0. The SPIR-V the normal stage compiled is
+            # reused (tests/tests.cmake, DOPPLER_TEST_SPIRV_CACHE); the stage compiles what is missing.
+            run_stage asan build-asan -DDOPPLER_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDOPPLER_TEST_VALIDATION=OFF \
+                      -DDOPPLER_TEST_SPIRV_CACHE="$ROOT/build/spirv-cache" ;;
     fuzz)
       # Only core/ is fuzzed (the parsers of files users hand us): build just the fuzz targets.
       echo "== [fuzz] build (clang, libFuzzer)"
