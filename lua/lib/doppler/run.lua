@@ -1,12 +1,14 @@
 -- doppler.run: the generation command line shared by every recipe:
 --   doppler recipes/gemma3.lua --model PATH --prompt "..."     (the recipe file names the family)
---   doppler run --model PATH ...                               (the family from the model's metadata)
+--   doppler run --model PATH ...                               (the family from the model's metadata:
+--                                                               M.for_model; lua/lib/doppler/cmd/run.lua)
 -- Loads the model, applies hints, tokenises, runs the recipe's decode loop, streams text.
 local doppler = require "doppler"
 local cli = require "doppler.cli"
 local hints = require "doppler.hints"
 local session = require "doppler.session"
 local sampler = require "doppler.sampler"
+local recipes = require "doppler.recipes"
 
 local M = {}
 
@@ -216,6 +218,60 @@ function M.main(recipe, argv)
         (t_first - t0) * 1e3, n > 1 and (n - 1) / decode_s or 0)
   end
   return 0
+end
+
+-- ---- `doppler run`: the recipe from the model ----
+
+-- The value of --model (as "--model PATH" or "--model=PATH"), or nil.
+local function model_arg(argv)
+  for i = 1, #argv do
+    if argv[i] == "--model" then return argv[i + 1] end
+    local v = argv[i]:match("^%-%-model=(.*)$")
+    if v then return v end
+  end
+end
+
+local function recipe_for(path)
+  local model = doppler.open_model(path)
+  local cfg = model:config()
+  model:close()
+  if not cfg then error(path .. ": the model has no config to name its architecture", 0) end
+  if cfg.raw then return recipes.for_config(cfg.raw, path) end
+  local archs = {}
+  for _, a in ipairs({ cfg.architecture, cfg.model_type }) do
+    if a and a ~= "" then archs[#archs + 1] = a end
+  end
+  return recipes.for_architectures(archs, path)
+end
+
+-- `doppler run ARGS` (lua/lib/doppler/cmd/run.lua): M.main with the recipe the model's metadata names,
+-- or the one its manifest names. Returns M.main's exit code; errors are Lua errors.
+function M.for_model(argv)
+  local path = model_arg(argv)
+  local recipe
+  if is_manifest(path) then
+    -- a manifest names its recipe (else the recipe comes from its model's metadata)
+    local m = M.read_manifest(path)
+    if m.recipe then
+      local rpath = doppler.home() .. "/recipes/" .. m.recipe .. ".lua"
+      local f = io.open(rpath)
+      if not f then error(("%s: recipe '%s' does not exist (%s)"):format(path, m.recipe, rpath), 0) end
+      f:close()
+      recipe = recipes.load(rpath)
+    else recipe = recipe_for(m.model_path) end
+  elseif path then
+    recipe = recipe_for(path)
+  else
+    for _, a in ipairs(argv) do
+      if a == "--help" or a == "-h" then
+        -- the options are every recipe's; the family comes from --model
+        recipe = require("doppler.recipe").define { name = "run", architectures = {}, weights = function() return {} end,
+                                                    forward = function() end }
+      end
+    end
+    if not recipe then error("--model PATH is required (the recipe is chosen from the model's architecture)", 0) end
+  end
+  return M.main(recipe, argv)
 end
 
 return M
