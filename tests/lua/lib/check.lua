@@ -80,12 +80,22 @@ function M.must_run(args)
   return out, e
 end
 
--- f32 logits [T, V] for every position of ids, through the CLI: `first` is a recipe file or "run".
--- The file goes to out_path (a scratch path the caller owns).
+-- f32 logits [T, V] for every position of ids, through the command line's own entry points: `first` is
+-- a recipe file (`doppler RECIPE.lua ...`: doppler.run.main) or "run" (`doppler run ...`:
+-- doppler.run.for_model). They run in this process, not in a child: its device keeps the kernels it
+-- built, so a test's later runs build no pipeline twice, and no run pays a process's start (a device,
+-- and under the sanitizers ~1 s). The tests that read what the CLI prints, or its exit status, still
+-- start it (M.run, M.must_run). The file goes to out_path (a scratch path the caller owns).
 function M.logits(first, model, ids, extra, out_path)
-  local args = { first, "--model", model, "--ids", M.join(ids), "--max-tokens", "0", "--logits-out", out_path, "--quiet" }
+  local args = { "--model", model, "--ids", M.join(ids), "--max-tokens", "0", "--logits-out", out_path, "--quiet" }
   for _, a in ipairs(extra or {}) do args[#args + 1] = a end
-  M.must_run(args)
+  local run = require "doppler.run"
+  local ok, err = pcall(function()
+    if first == "run" then return run.for_model(args) end
+    return run.main(require("doppler.recipes").load(first), args)
+  end)
+  collectgarbage()   -- the session's device memory goes back before the next run
+  if not ok then error(("doppler %s %s failed:\n%s"):format(first, table.concat(args, " "), tostring(err)), 2) end
   return M.read_f32(out_path)
 end
 
