@@ -193,11 +193,7 @@ os.remove(tmp)
 os.execute("mkdir -p " .. check.quote(tmp))
 
 local function logits_for(model, ids, extra)
-  local out = tmp .. "/logits.f32"
-  local args = { "run", "--model", model, "--ids", check.join(ids), "--max-tokens", "0", "--logits-out", out, "--quiet" }
-  for _, a in ipairs(extra) do args[#args + 1] = a end
-  check.must_run(args)
-  return check.read_f32(out)
+  return check.logits("run", model, ids, extra, tmp .. "/logits.f32")
 end
 
 local function max_diff(a, b)
