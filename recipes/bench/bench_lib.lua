@@ -58,17 +58,6 @@ function M.options(mode)
   }
 end
 
-local function recipe_for(path, model)
-  local cfg = model:config()
-  if not cfg then error(path .. ": the model has no config to name its architecture", 0) end
-  if cfg.raw then return recipes.for_config(cfg.raw, path) end
-  local archs = {}
-  for _, a in ipairs({ cfg.architecture, cfg.model_type }) do
-    if a and a ~= "" then archs[#archs + 1] = a end
-  end
-  return recipes.for_architectures(archs, path)
-end
-
 -- A fixed pseudo-random prompt: BOS, then ids spread over the vocabulary (no tokenizer needed).
 function M.prompt_ids(n, cfg)
   local V = cfg.vocab_size
@@ -218,7 +207,7 @@ function M.main(mode, argv)
   if not o.model then error("--model PATH is required", 0) end
   local t_load = doppler.clock()
   local model = doppler.open_model(o.model)
-  local recipe = o.recipe and recipes.load(o.recipe) or recipe_for(o.model, model)
+  local recipe = o.recipe and recipes.load(o.recipe) or recipes.for_model(model, o.model)
   local h = hints.new()
   h:apply(recipe.hints, "recipe " .. recipe.name)
   h:apply_args(o.hint)

@@ -78,6 +78,8 @@ mkdir -p "$TMP/alien" && sed 's/Gemma3ForCausalLM/AlienForCausalLM/; s/gemma3_te
 cp "$M/model.safetensors" "$TMP/alien/"
 if [ -f lua/lib/doppler/cmd/run.lua ]; then
   expect "architecture no recipe handles" nz "AlienForCausalLM.*not handled by any recipe" -- "$BIN" run --model "$TMP/alien" --ids 1,2
+  # the message names the model, not a line of the Lua library
+  expect "doppler run: missing model path" nz "^doppler run: $TMP/nowhere: " -- "$BIN" run --model "$TMP/nowhere" --ids 1
 fi
 
 # Missing and mis-shaped weights: written from the fixture with one tensor dropped / reshaped.

@@ -51,4 +51,17 @@ function M.for_config(cfg, what)
   return M.for_architectures(archs, what)
 end
 
+-- The recipe for an open model (doppler.open_model): its config.json when it has one, else the
+-- architecture and model type its GGUF metadata gives. `what` names the model in errors.
+function M.for_model(model, what)
+  local cfg = model:config()
+  if not cfg then error(what .. ": the model has no config to name its architecture", 0) end
+  if cfg.raw then return M.for_config(cfg.raw, what) end
+  local archs = {}
+  for _, a in ipairs({ cfg.architecture, cfg.model_type }) do
+    if a and a ~= "" then archs[#archs + 1] = a end
+  end
+  return M.for_architectures(archs, what)
+end
+
 return M

@@ -231,17 +231,15 @@ local function model_arg(argv)
   end
 end
 
+-- Errors name the model, not this file: called through pcall, open_model's message carries no position.
 local function recipe_for(path)
-  local model = doppler.open_model(path)
-  local cfg = model:config()
+  local ok, model = pcall(doppler.open_model, path)
+  if not ok then error(model, 0) end
+  local r
+  ok, r = pcall(recipes.for_model, model, path)
   model:close()
-  if not cfg then error(path .. ": the model has no config to name its architecture", 0) end
-  if cfg.raw then return recipes.for_config(cfg.raw, path) end
-  local archs = {}
-  for _, a in ipairs({ cfg.architecture, cfg.model_type }) do
-    if a and a ~= "" then archs[#archs + 1] = a end
-  end
-  return recipes.for_architectures(archs, path)
+  if not ok then error(r, 0) end
+  return r
 end
 
 -- `doppler run ARGS` (lua/lib/doppler/cmd/run.lua): M.main with the recipe the model's metadata names,

@@ -77,17 +77,6 @@ local KNOBS = {
   { "decode_chunk", full = { 1, 8, 16, 32 }, quick = { 1, 16 }, wall = true },
 }
 
-local function recipe_for(path, model)
-  local cfg = model:config()
-  if not cfg then error(path .. ": the model has no config to name its architecture", 0) end
-  if cfg.raw then return recipes.for_config(cfg.raw, path) end
-  local archs = {}
-  for _, a in ipairs({ cfg.architecture, cfg.model_type }) do
-    if a and a ~= "" then archs[#archs + 1] = a end
-  end
-  return recipes.for_architectures(archs, path)
-end
-
 local function prompt_ids(n, cfg)
   local ids = {}
   for i = 1, n do ids[i] = (i * 7919 + 104729) % cfg.vocab_size end
@@ -183,7 +172,7 @@ local function main(argv)
   local o = cli.parse(argv, spec)
   if not o.model then error("tune: --model PATH is required (see --help)", 0) end
   local model = doppler.open_model(o.model)
-  local recipe = recipe_for(o.model, model)
+  local recipe = recipes.for_model(model, o.model)
   local dev = doppler.device()
   local caps = dev:caps()
   local key = tune.key(caps, model)
