@@ -4,15 +4,14 @@
 #   2. normal build + ctest on lavapipe, Vulkan validation layer on (any message fails the test)
 #   3. AddressSanitizer + UndefinedBehaviorSanitizer build + the same ctest run, without the validation layer
 #      (the same Vulkan calls as stage 2, whose layer already checked them; tests/tests.cmake)
-#   4. every libFuzzer target for DOPPLER_FUZZ_SECONDS (default 40) seconds on its corpus (six targets on
-#      two cores: two minutes; run them longer by hand with a larger DOPPLER_FUZZ_SECONDS)
+#   4. every libFuzzer target for DOPPLER_FUZZ_SECONDS (default 60) seconds on its corpus
 # Environment: DOPPLER_TEST_STAGES (default "normal asan fuzz"), DOPPLER_FUZZ_SECONDS, JOBS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 JOBS=${JOBS:-$(nproc)}
 STAGES=${DOPPLER_TEST_STAGES:-"normal asan fuzz"}
-FUZZ_SECONDS=${DOPPLER_FUZZ_SECONDS:-40}
+FUZZ_SECONDS=${DOPPLER_FUZZ_SECONDS:-60}
 
 bash scripts/install-deps.sh
 

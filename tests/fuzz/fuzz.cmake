@@ -3,13 +3,13 @@
 # with its seed corpus in tests/fuzz/corpus/<name>/. Build with clang:
 #   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DDOPPLER_FUZZ=ON -DDOPPLER_TESTS=OFF
 #   make -C build-fuzz fuzz_gguf && ./build-fuzz/fuzz_gguf tests/fuzz/corpus/gguf -max_total_time=60
-# `ctest -L fuzz` runs each for DOPPLER_FUZZ_SECONDS (default 40), writing new inputs to the build
+# `ctest -L fuzz` runs each for DOPPLER_FUZZ_SECONDS (default 60), writing new inputs to the build
 # tree (the checked-in corpus is only read). Each corpus file of a target that reads several formats
 # starts with the byte that picks the reader (fuzz_manifest, fuzz_hfconfig).
 if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "DOPPLER_FUZZ needs clang (CC=clang): libFuzzer is part of clang's runtime")
 endif()
-set(DOPPLER_FUZZ_SECONDS 40 CACHE STRING "seconds each fuzz target runs under ctest")
+set(DOPPLER_FUZZ_SECONDS 60 CACHE STRING "seconds each fuzz target runs under ctest")
 enable_testing()
 set(DP_FUZZ_FLAGS -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
 

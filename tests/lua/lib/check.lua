@@ -90,12 +90,13 @@ function M.logits(first, model, ids, extra, out_path)
   local args = { "--model", model, "--ids", M.join(ids), "--max-tokens", "0", "--logits-out", out_path, "--quiet" }
   for _, a in ipairs(extra or {}) do args[#args + 1] = a end
   local run = require "doppler.run"
-  local ok, err = pcall(function()
+  local ok, rc = pcall(function()
     if first == "run" then return run.for_model(args) end
     return run.main(require("doppler.recipes").load(first), args)
   end)
   collectgarbage()   -- the session's device memory goes back before the next run
-  if not ok then error(("doppler %s %s failed:\n%s"):format(first, table.concat(args, " "), tostring(err)), 2) end
+  if ok and rc ~= 0 then ok, rc = false, "exit status " .. tostring(rc) end   -- as the CLI would exit
+  if not ok then error(("doppler %s %s failed:\n%s"):format(first, table.concat(args, " "), tostring(rc)), 2) end
   return M.read_f32(out_path)
 end
 
