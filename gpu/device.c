@@ -12,6 +12,7 @@
 #include "gpu/kernel.h"
 #include "gpu/paths.h"
 #include "gpu/pool.h"
+#include "gpu/prefetch.h"
 #include "gpu/profiler.h"
 #include "gpu/shader.h"
 #include "gpu/vkcheck.h"
@@ -214,6 +215,21 @@ static uint32_t compute_family(VkPhysicalDevice pd, uint32_t *ts_bits)
     return best;
 }
 
+/* A compute-capable family other than `main` (NVIDIA's compute-only family runs its work beside the graphics
+** family's: gpu/prefetch.c), or UINT32_MAX. */
+static uint32_t side_family(VkPhysicalDevice pd, uint32_t main)
+{
+    uint32_t n = 0, side = UINT32_MAX;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
+    VkQueueFamilyProperties *q = calloc(n ? n : 1, sizeof *q);
+    if (!q) return UINT32_MAX;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
+    for (uint32_t i = 0; i < n && side == UINT32_MAX; i++)
+        if (i != main && (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) side = i;
+    free(q);
+    return side;
+}
+
 /* The f16 x f16 -> f32 subgroup shape of VK_NV_cooperative_matrix, preferring 16 x 16 x 16 (fewer, larger
 ** tiles per warp) over 16 x 8 x 16; false if the extension or such a shape is missing. The query is an
 ** instance-level extension command, so it goes through vkGetInstanceProcAddr. */
@@ -346,7 +362,7 @@ static void read_caps(VkInstance inst, VkPhysicalDevice pd, uint32_t index, dp_d
     c->max_push_constants = l->maxPushConstantsSize;
 
     uint32_t ts_bits = 0;
-    compute_family(pd, &ts_bits);
+    c->side_queue = side_family(pd, compute_family(pd, &ts_bits)) != UINT32_MAX;
     c->timestamp_valid_bits = ts_bits;
     c->timestamps = ts_bits > 0 && l->timestampPeriod > 0;
     c->timestamp_period_ns = l->timestampPeriod;
@@ -523,24 +539,35 @@ static dp_status create_device(dp_device *dev, dp_err *err)
         t->pNext = (VkBaseOutStructure *)&eex;
     }
 
+    /* A second queue, of another family, for work beside the main queue's recordings (gpu/prefetch.c): its
+    ** barriers do not wait for the other queue's work. side_on_main puts that work on the main queue instead,
+    ** one after the other (for tests on devices with one queue: it runs, it gains nothing). */
+    dev->side_family = dev->side_on_main ? dev->qfamily : side_family(pd, dev->qfamily);
     float prio = 1.0f;
-    VkDeviceQueueCreateInfo qi = {
+    VkDeviceQueueCreateInfo qis[2] = {{
         .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
         .queueFamilyIndex = dev->qfamily,
         .queueCount = 1,
         .pQueuePriorities = &prio,
-    };
+    }, {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+        .queueFamilyIndex = dev->side_family,
+        .queueCount = 1,
+        .pQueuePriorities = &prio,
+    }};
+    uint32_t n_qi = dev->side_family != UINT32_MAX && dev->side_family != dev->qfamily ? 2 : 1;
     VkDeviceCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
         .pNext = &e2,
-        .queueCreateInfoCount = 1,
-        .pQueueCreateInfos = &qi,
+        .queueCreateInfoCount = n_qi,
+        .pQueueCreateInfos = qis,
         .enabledExtensionCount = n_ext,
         .ppEnabledExtensionNames = n_ext ? exts : NULL,
     };
     dp_status st = DP_VK(err, vkCreateDevice(pd, &ci, NULL, &dev->device));
     if (st != DP_OK) { dev->device = VK_NULL_HANDLE; return st; }
     vkGetDeviceQueue(dev->device, dev->qfamily, 0, &dev->queue);
+    if (dev->side_family != UINT32_MAX) vkGetDeviceQueue(dev->device, dev->side_family, 0, &dev->side_queue);
     if (dev->kernel_stats) {
         dev->get_executables = (PFN_vkGetPipelineExecutablePropertiesKHR)vkGetDeviceProcAddr(
             dev->device, "vkGetPipelineExecutablePropertiesKHR");
@@ -560,6 +587,10 @@ static dp_status create_context(dp_device *dev, const dp_device_opts *o, dp_err 
         .queueFamilyIndex = dev->qfamily,
     };
     if ((st = DP_VK(err, vkCreateCommandPool(dev->device, &pi, NULL, &dev->cmd_pool))) != DP_OK) return st;
+    if (dev->side_queue) {
+        pi.queueFamilyIndex = dev->side_family;
+        if ((st = DP_VK(err, vkCreateCommandPool(dev->device, &pi, NULL, &dev->side_cmd_pool))) != DP_OK) return st;
+    }
     VkCommandBufferAllocateInfo ai = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
         .commandPool = dev->cmd_pool,
@@ -602,6 +633,8 @@ dp_status dp_device_open(const dp_device_opts *opts, dp_device **out, dp_err *er
     dp_device *dev = calloc(1, sizeof *dev);
     if (!dev) return DP_FAIL(err, DP_ENOMEM, "out of host memory opening a Vulkan device");
     dev->validation = o.validation || env_flag("DOPPLER_VALIDATION");
+    const char *side = getenv("DOPPLER_SIDE_QUEUE");
+    dev->side_on_main = o.side_on_main || (side && strcmp(side, "main") == 0);
     dev->timeout_ms = o.timeout_ms;
     if (!dev->timeout_ms) {
         const char *t = getenv("DOPPLER_GPU_TIMEOUT_MS");
@@ -640,12 +673,14 @@ void dp_device_close(dp_device *dev)
 {
     if (!dev) return;
     if (dev->device) {
+        dp_prefetch_quiesce(dev);   /* a side kernel would otherwise run on until its spin limit */
         vkDeviceWaitIdle(dev->device);
         dp_kernel_cache_destroy(dev);
         if (dev->pool) dp_pool_release(dev->pool, &dev->staging);
         dp_pool_destroy(dev->pool);
         if (dev->xfer_fence) vkDestroyFence(dev->device, dev->xfer_fence, NULL);
         if (dev->cmd_pool) vkDestroyCommandPool(dev->device, dev->cmd_pool, NULL);
+        if (dev->side_cmd_pool) vkDestroyCommandPool(dev->device, dev->side_cmd_pool, NULL);
         vkDestroyDevice(dev->device, NULL);
     }
     dp_shader_cache_destroy(dev->shaders);
@@ -708,6 +743,7 @@ const dp_device_caps *dp_device_get_caps(const dp_device *dev) { return &dev->ca
 uint64_t dp_device_validation_count(const dp_device *dev) { return dev ? dev->validation_count : 0; }
 bool dp_device_validation_enabled(const dp_device *dev) { return dev->validation; }
 uint64_t dp_device_submit_count(const dp_device *dev) { return dev->submits; }
+uint64_t dp_device_side_submit_count(const dp_device *dev) { return dev->side_submits; }
 uint32_t dp_device_timeout_ms(const dp_device *dev) { return dev->timeout_ms; }
 dp_pool *dp_device_pool(dp_device *dev) { return dev->pool; }
 dp_shader_cache *dp_device_shaders(dp_device *dev) { return dev->shaders; }

@@ -54,6 +54,7 @@ typedef struct dp_device_caps {
     bool     integer_dot;           /* shaderIntegerDotProduct (Vulkan 1.3), switched on */
     bool     integer_dot_fast;      /* ... with packed 4 x 8-bit signed and mixed-sign dot products accelerated */
     bool     coopmat;               /* VK_KHR_cooperative_matrix present */
+    bool     side_queue;            /* a second compute queue family, whose work runs beside the main one's */
     /* VK_NV_cooperative_matrix with a subgroup-scope f16 x f16 -> f32 shape (M x N x K below): what
     ** matmul/gemm_cm.comp needs. Debian 12's headers and glslang predate the KHR extension, so the NV one
     ** (NVIDIA drivers still expose it) is the one doppler enables and uses; 0 sizes: none. */
@@ -90,6 +91,8 @@ typedef struct dp_device_opts {
     uint64_t    block_bytes;  /* pool block size; 0: 256 MiB */
     const char *cache_dir;    /* SPIR-V cache; NULL: $DOPPLER_CACHE_DIR, $XDG_CACHE_HOME/doppler, ~/.cache/doppler */
     const char *shaders_dir;  /* NULL: dp_home_dir()/shaders */
+    bool        side_on_main; /* the side queue's work (gpu/prefetch.c) on the main queue, one after the other: for
+                              ** tests on devices with one queue (also: DOPPLER_SIDE_QUEUE=main) */
 } dp_device_opts;
 
 /* Fills opts with the defaults above (index -1, everything else 0/NULL). */
@@ -114,6 +117,8 @@ bool      dp_device_validation_enabled(const dp_device *dev);
 
 /* Queue submissions made on this device so far (recorders, uploads, downloads). */
 uint64_t  dp_device_submit_count(const dp_device *dev);
+/* Of those, the side queue's (gpu/prefetch.c): one per side kernel, which serves many replays. */
+uint64_t  dp_device_side_submit_count(const dp_device *dev);
 uint32_t  dp_device_timeout_ms(const dp_device *dev);
 
 dp_status dp_device_wait_idle(dp_device *dev, dp_err *err);

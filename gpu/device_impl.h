@@ -16,6 +16,12 @@ struct dp_device {
     VkPhysicalDevice         phys;
     VkDevice                 device;
     VkQueue                  queue;
+    VkQueue                  side_queue;         /* a second queue (gpu/prefetch.c), or VK_NULL_HANDLE */
+    uint32_t                 side_family;        /* its family (may be qfamily), or UINT32_MAX */
+    bool                     side_on_main;       /* dp_device_opts.side_on_main */
+    VkCommandPool            side_cmd_pool;
+    struct dp_prefetch      *side_active;        /* whose side kernel runs now (gpu/prefetch.c), or NULL */
+    uint64_t                 side_submits;       /* of the submits, those on the side queue */
     uint32_t                 qfamily;
     VkPhysicalDeviceMemoryProperties mem;
     dp_device_caps           caps;

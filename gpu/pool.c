@@ -10,6 +10,7 @@
 
 #include "gpu/device_impl.h"
 #include "gpu/pool.h"
+#include "gpu/prefetch.h"
 #include "gpu/vkcheck.h"
 
 #define MIB(x) ((double)(x) / (1024.0 * 1024.0))
@@ -69,6 +70,7 @@ dp_status dp_pool_create(dp_device *dev, uint64_t block_bytes, dp_pool **out, dp
 static void free_block(dp_pool *p, block *b)
 {
     VkDevice d = p->dev->device;
+    dp_prefetch_quiesce(p->dev);   /* a side prefetch kernel may be reading this memory */
     if (b->map) vkUnmapMemory(d, b->mem);
     if (b->buf) vkDestroyBuffer(d, b->buf, NULL);
     if (b->mem) {

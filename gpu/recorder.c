@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gpu/device_impl.h"
+#include "gpu/prefetch.h"
 #include "gpu/profiler.h"
 #include "gpu/recorder.h"
 #include "gpu/vkcheck.h"
@@ -33,6 +34,8 @@ struct dp_recorder {
     range_list        unfenced;       /* accesses since the last full barrier (see track) */
     bool              xfer_pending;   /* a transfer command since the last full barrier */
     dp_recorder_stats st;
+    dp_prefetch      *pf;             /* the side prefetcher (dp_recorder_prefetch), or NULL */
+    bool              stage_open;     /* a dispatch was recorded since the last barrier */
     /* profiling of the current recording */
     bool              profiling;
     VkQueryPool      *pools;
@@ -219,6 +222,7 @@ void dp_recorder_destroy(dp_recorder *r)
     if (!r) return;
     VkDevice d = r->dev->device;
     if (r->state == REC_RECORDING) vkEndCommandBuffer(r->cmd);
+    dp_prefetch_destroy(r->pf);
     if (r->fence) vkDestroyFence(d, r->fence, NULL);
     if (r->cmd) vkFreeCommandBuffers(d, r->dev->cmd_pool, 1, &r->cmd);
     for (uint32_t i = 0; i < r->n_pools; i++) vkDestroyQueryPool(d, r->pools[i], NULL);
@@ -228,6 +232,17 @@ void dp_recorder_destroy(dp_recorder *r)
     free(r->writes.r);
     free(r->unfenced.r);
     free(r);
+}
+
+dp_status dp_recorder_prefetch(dp_recorder *r, const dp_prefetch_opts *o, bool *active, dp_err *err)
+{
+    dp_prefetch_destroy(r->pf);
+    r->pf = NULL;
+    if (r->state == REC_RECORDING) vkEndCommandBuffer(r->cmd);
+    r->state = REC_IDLE;   /* a recording made without signals cannot be replayed with the prefetcher */
+    dp_status st = o ? dp_prefetch_create(r->dev, o, &r->pf, err) : DP_OK;
+    if (active) *active = r->pf != NULL;
+    return st;
 }
 
 dp_status dp_recorder_begin(dp_recorder *r, dp_err *err)
@@ -245,6 +260,8 @@ dp_status dp_recorder_begin(dp_recorder *r, dp_err *err)
     r->st.dispatches = r->st.barriers = r->st.transfers = 0;
     r->used = 0;
     r->profiling = dp_profiler_enabled(r->dev->profiler) && r->dev->caps.timestamps;
+    r->stage_open = false;
+    if (r->pf) dp_prefetch_begin(r->pf);
     dp_device_cmd_barrier(r->cmd);
     return DP_OK;
 }
@@ -291,6 +308,7 @@ static void full_barrier(dp_recorder *r)
     r->st.barriers++;
     r->reads.n = r->writes.n = r->unfenced.n = 0;
     r->xfer_pending = false;
+    r->stage_open = false;
 }
 
 /* Barrier if the command touching `rs` conflicts with what came since the last one; then note rs.
@@ -314,9 +332,11 @@ static dp_status track_stage(dp_recorder *r, const dp_range *rs, uint32_t n, boo
         dp_device_cmd_barrier_compute(r->cmd);
         r->st.barriers++;
         r->reads.n = r->writes.n = 0;
+        r->stage_open = false;
     }
     if (is_xfer) r->xfer_pending = true;
     dp_status st = DP_OK;
+    if (r->pf && is_xfer) st = dp_prefetch_note(r->pf, rs, n, false, err);
     for (uint32_t i = 0; i < n && st == DP_OK; i++) {
         if (rs[i].size == 0) continue;
         if (rs[i].access & DP_ACCESS_READ) st = push_range(&r->reads, &rs[i], err);
@@ -402,6 +422,14 @@ static dp_status record_dispatch(dp_recorder *r, dp_kernel *k, const void *push,
         if ((st = track_stage(r, &ir, 1, true, false, err)) != DP_OK) return st;   /* read by the front end */
     }
     if ((st = track(r, ranges, n_ranges, err)) != DP_OK) return st;
+    if (r->pf) {
+        if (!r->stage_open) {
+            dp_prefetch_stage(r->pf, r->cmd);
+            r->bound = VK_NULL_HANDLE;
+            r->stage_open = true;
+        }
+        if ((st = dp_prefetch_note(r->pf, ranges, n_ranges, true, err)) != DP_OK) return st;
+    }
     uint32_t q;
     if ((st = timestamp_slot(r, dp_kernel_name(k), &q, err)) != DP_OK) return st;
     VkPipeline p = dp_kernel_vk_pipeline(k);
@@ -521,9 +549,11 @@ dp_status dp_recorder_update(dp_recorder *r, const dp_buffer *dst, uint64_t offs
     return DP_OK;
 }
 
-static dp_status run(dp_recorder *r, const char *what, dp_err *err)
+static dp_status run(dp_recorder *r, const char *what, bool replay, dp_err *err)
 {
-    dp_status st = dp_device_submit_wait(r->dev, r->cmd, r->fence, what, err);
+    dp_status st = dp_prefetch_before_run(r->dev, r->pf, replay, err);
+    if (st != DP_OK) return st;
+    st = dp_device_submit_wait(r->dev, r->cmd, r->fence, what, err);
     if (st != DP_OK) return st;
     r->st.submits++;
     if (!r->used) return DP_OK;
@@ -549,14 +579,21 @@ dp_status dp_recorder_submit(dp_recorder *r, dp_err *err)
         r->state = REC_IDLE;
         return st;
     }
-    return run(r, "recorder submit", err);
+    if (r->pf && (st = dp_prefetch_finish(r->pf, err)) != DP_OK) return st;
+    return run(r, "recorder submit", false, err);
 }
 
 dp_status dp_recorder_replay(dp_recorder *r, dp_err *err)
 {
     if (r->state != REC_DONE)
         return DP_FAIL(err, DP_EINVAL, "recorder replay: nothing submitted yet (or a new recording was started)");
-    return run(r, "recorder replay", err);
+    return run(r, "recorder replay", true, err);
 }
 
-void dp_recorder_get_stats(const dp_recorder *r, dp_recorder_stats *out) { *out = r->st; }
+void dp_recorder_get_stats(const dp_recorder *r, dp_recorder_stats *out)
+{
+    *out = r->st;
+    out->prefetch = r->pf != NULL;
+    out->prefetch_stages = out->prefetch_ranges = 0;
+    if (r->pf) dp_prefetch_schedule_size(r->pf, &out->prefetch_stages, &out->prefetch_ranges);
+}

@@ -5,6 +5,9 @@
 ** range that an earlier command since the last barrier wrote (read after write, write after write)
 ** or writes a range one read (write after read). Submission waits on a fence with the device
 ** timeout (an error, never an endless wait); replay re-submits the last recording unchanged.
+** With a side prefetcher (dp_recorder_prefetch, gpu/prefetch.h) each stage (the commands between two barriers)
+** begins with a signal dispatch beside its own, and replays run a kernel on the side queue that reads the next
+** stage's weights into L2.
 **
 **   dp_dispatch d;  dp_dispatch_init(&d, kernel);
 **   dp_dispatch_tensor(&d, "x", x);  dp_dispatch_tensor(&d, "y", y);  dp_dispatch_u32(&d, "n", n);
@@ -22,6 +25,7 @@
 #include "gpu/device.h"
 #include "gpu/kernel.h"
 #include "gpu/pool.h"
+#include "gpu/prefetch.h"
 #include "gpu/reflect.h"
 #include "gpu/tensor.h"
 
@@ -63,10 +67,18 @@ typedef struct dp_recorder_stats {
     uint64_t barriers;     /* hazard barriers inserted in the current recording */
     uint64_t transfers;    /* copies, fills, updates */
     uint64_t submits;      /* submissions + replays, over the recorder's life */
+    bool     prefetch;         /* a side prefetcher reads ahead of this recorder's replays */
+    uint64_t prefetch_stages;  /* its last finished recording: stages (signals) */
+    uint64_t prefetch_ranges;  /* and weight ranges read ahead */
 } dp_recorder_stats;
 
 dp_status dp_recorder_create(dp_device *dev, dp_recorder **out, dp_err *err);
 void      dp_recorder_destroy(dp_recorder *rec);   /* NULL-safe; waits if a submission is pending */
+
+/* Reads the weights of each stage ahead of it on the device's side queue while the recording is replayed
+** (gpu/prefetch.h); NULL switches it off. *active (may be NULL): whether the device can, so it will.
+** Drops the current recording: call it before recording. Options out of range => DP_EINVAL. */
+dp_status dp_recorder_prefetch(dp_recorder *rec, const dp_prefetch_opts *o, bool *active, dp_err *err);
 
 /* Starts a new recording, dropping the previous one. Recording commands on a recorder that
 ** was submitted also starts a new one. */

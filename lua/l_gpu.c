@@ -101,6 +101,7 @@ static void push_caps(lua_State *L, const dp_device_caps *c)
     lua_pushboolean(L, c->integer_dot_fast), lua_setfield(L, -2, "integer_dot_fast");
     lua_pushboolean(L, c->coopmat), lua_setfield(L, -2, "coopmat");
     lua_pushboolean(L, c->coopmat_nv), lua_setfield(L, -2, "coopmat_nv");
+    lua_pushboolean(L, c->side_queue), lua_setfield(L, -2, "side_queue");
     if (c->coopmat_nv) {   /* {M, N, K} of gemm_cm's f16 x f16 -> f32 tiles */
         lua_createtable(L, 3, 0);
         lua_pushinteger(L, c->coopmat_m), lua_rawseti(L, -2, 1);
@@ -137,7 +138,8 @@ static int l_devices(lua_State *L)
     return 1;
 }
 
-/* doppler.open_device{index=, validation=} -> a new device (most code wants doppler.device()) */
+/* doppler.open_device{index=, validation=, side_queue=} -> a new device (most code wants doppler.device());
+** side_queue = "main" runs the side prefetcher's kernel on the main queue (tests on one-queue devices). */
 static int l_open_device(lua_State *L)
 {
     dp_device_opts opts;
@@ -147,7 +149,12 @@ static int l_open_device(lua_State *L)
         opts.index = (int)luaL_optinteger(L, -1, -1);
         lua_getfield(L, 1, "validation");
         opts.validation = lua_toboolean(L, -1);
-        lua_pop(L, 2);
+        lua_getfield(L, 1, "side_queue");
+        const char *sq = luaL_optstring(L, -1, "auto");
+        if (strcmp(sq, "main") != 0 && strcmp(sq, "auto") != 0)
+            return luaL_error(L, "open_device: side_queue must be \"auto\" or \"main\", not \"%s\"", sq);
+        opts.side_on_main = strcmp(sq, "main") == 0;
+        lua_pop(L, 3);
     }
     if (opts.index < 0) {
         lua_getfield(L, LUA_REGISTRYINDEX, "doppler.device_index");
@@ -221,6 +228,12 @@ static int device_profile(lua_State *L)
 static int device_submits(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)dp_device_submit_count(dp_lua_check_device(L, 1)->dev));
+    return 1;
+}
+
+static int device_side_submits(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)dp_device_side_submit_count(dp_lua_check_device(L, 1)->dev));
     return 1;
 }
 
@@ -649,10 +662,45 @@ static int recorder_gc(lua_State *L)
     return 0;
 }
 
-/* dev:recorder() */
+/* opts.prefetch.<name>: an integer >= 0, or dflt where absent. */
+static uint64_t prefetch_field(lua_State *L, int t, const char *name, uint64_t dflt)
+{
+    lua_getfield(L, t, name);
+    uint64_t v = dflt;
+    if (!lua_isnil(L, -1)) {
+        int ok;
+        lua_Integer i = lua_tointegerx(L, -1, &ok);
+        if (!ok || i < 0) luaL_error(L, "recorder: prefetch.%s must be a non-negative integer", name);
+        v = (uint64_t)i;
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* dev:recorder([{ prefetch = { depth, groups, wg, min_kb, max_mb, copies } }]): with prefetch, a replay reads
+** the weights of each stage ahead of it on the device's side queue, where it has one (gpu/prefetch.h). */
 static int device_recorder(lua_State *L)
 {
     dp_lua_device *d = dp_lua_check_device(L, 1);
+    bool prefetch = false;
+    dp_prefetch_opts po;
+    dp_prefetch_opts_default(&po);
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        if (lua_getfield(L, 2, "prefetch") == LUA_TTABLE) {
+            int t = lua_gettop(L);
+            prefetch = true;
+            po.depth = (uint32_t)prefetch_field(L, t, "depth", po.depth);
+            po.groups = (uint32_t)prefetch_field(L, t, "groups", po.groups);
+            po.wg = (uint32_t)prefetch_field(L, t, "wg", po.wg);
+            po.min_bytes = prefetch_field(L, t, "min_kb", po.min_bytes >> 10) << 10;
+            po.max_bytes = prefetch_field(L, t, "max_mb", po.max_bytes >> 20) << 20;
+            po.copies = (uint32_t)prefetch_field(L, t, "copies", po.copies);
+        } else if (!lua_isnil(L, -1)) {
+            return luaL_error(L, "recorder: prefetch must be a table");
+        }
+        lua_pop(L, 1);
+    }
     lua_recorder *r = lua_newuserdatauv(L, sizeof *r, 2);
     memset(r, 0, sizeof *r);
     luaL_setmetatable(L, MT_RECORDER);
@@ -662,6 +710,7 @@ static int device_recorder(lua_State *L)
     lua_setiuservalue(L, -2, 2);       /* tensors the recording addresses */
     dp_err err = {0};
     if (dp_recorder_create(d->dev, &r->rec, &err) != DP_OK) return dp_lua_raise(L, &err);
+    if (prefetch && dp_recorder_prefetch(r->rec, &po, NULL, &err) != DP_OK) return dp_lua_raise(L, &err);
     return 1;
 }
 
@@ -794,6 +843,9 @@ static int recorder_stats(lua_State *L)
     lua_pushinteger(L, (lua_Integer)s.barriers), lua_setfield(L, -2, "barriers");
     lua_pushinteger(L, (lua_Integer)s.transfers), lua_setfield(L, -2, "transfers");
     lua_pushinteger(L, (lua_Integer)s.submits), lua_setfield(L, -2, "submits");
+    lua_pushboolean(L, s.prefetch), lua_setfield(L, -2, "prefetch");
+    lua_pushinteger(L, (lua_Integer)s.prefetch_stages), lua_setfield(L, -2, "prefetch_stages");
+    lua_pushinteger(L, (lua_Integer)s.prefetch_ranges), lua_setfield(L, -2, "prefetch_ranges");
     return 1;
 }
 
@@ -813,8 +865,8 @@ void dp_lua_register_gpu(lua_State *L, int module)
     static const luaL_Reg device_methods[] = {
         {"tensor", device_tensor},       {"kernel", device_kernel},     {"recorder", device_recorder},
         {"caps", device_caps},           {"pool_stats", device_pool_stats}, {"profile", device_profile},
-        {"submits", device_submits},     {"validation_count", device_validation_count},
-        {"close", device_close},         {NULL, NULL},
+        {"submits", device_submits},     {"side_submits", device_side_submits},
+        {"validation_count", device_validation_count}, {"close", device_close}, {NULL, NULL},
     };
     static const luaL_Reg tensor_methods[] = {
         {"upload", tensor_upload},   {"download", tensor_download}, {"read", tensor_read},

@@ -91,7 +91,7 @@ PY
     q4km) [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
           bench gemma1b-q4_k_m-fused /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused ;;
     tests)   # correctness on the H100 (subgroup 32) before any timing
-      for t in ${TESTS:-kernels gemm_cm attention_cm hints quant_linear gemv_q8 gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling gpu_loop fusion_plugin fuse_attn lm_head_fusion}; do
+      for t in ${TESTS:-kernels gemm_cm attention_cm hints quant_linear gemv_q8 gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling gpu_loop side_prefetch fusion_plugin fuse_attn lm_head_fusion}; do
         timeout 300 $B tests/lua/test_$t.lua >"$OUT/t_$t.txt" 2>&1; echo "test_$t: $(tail -1 "$OUT/t_$t.txt")"
       done ;;
     sweep)   # hint sweeps, one process per combination

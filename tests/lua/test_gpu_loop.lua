@@ -23,17 +23,18 @@ local function open(name)
   return { s = s, h = h, recipe = recipe, model = m }
 end
 
--- Generates with the recipe's decode loop; returns the ids, the final position and the submits made.
+-- Generates with the recipe's decode loop; returns the ids, the final position and the main queue's submits
+-- (a side prefetch kernel, gpu/prefetch.c, adds one submit per side kernel, which serves many chunks).
 local function run(M, chunk, sopts, max_tokens, stops)
   M.h:set("decode_chunk", chunk, "test")
   M.s:reset()
   local smp = sampler.new(M.s, sopts)
   local ids = {}
-  local sub0 = M.s.dev:submits()
+  local sub0 = M.s.dev:submits() - M.s.dev:side_submits()
   local decode = M.recipe.decode or generate.decode
   decode(M.s, PROMPT, { max_tokens = max_tokens, sampler = smp, stops = stops or {} },
          function(id) ids[#ids + 1] = id end)
-  return ids, M.s.pos, M.s.dev:submits() - sub0
+  return ids, M.s.pos, M.s.dev:submits() - M.s.dev:side_submits() - sub0
 end
 
 local SETTINGS = {

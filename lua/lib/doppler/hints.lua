@@ -55,6 +55,8 @@ M.known = {
                     doc = "the same for Q4_K matrices (auto: as q_layout)" },
   fusion        = { kind = "names", default = "on",
                     doc = "fusion rules (docs/OPS.md, Fusions): on, off, NAME,NAME (only those) or -NAME,-NAME (all but those)" },
+  side_prefetch = { values = { "auto", "on", "off" }, default = "auto",
+                    doc = "decode passes (T <= 4): a kernel on a second queue reads each stage's weights into L2 while the stage before it runs (gpu/prefetch.h); auto: on where the device has a second compute queue family and is not a CPU (decode 1.02-1.04x on the H100, docs/BENCHMARKS.md session 20), on: wherever it can run (an error where it cannot), off: never" },
   q_layout_cache = { values = { "on", "off" }, default = "on",
                     doc = "keep repacked layouts in MODEL.doppler-cache/ next to the model file (skipped if not writable)" },
 }
@@ -75,6 +77,12 @@ M.known.gemv_q_x = { values = { "auto", "act", "q8", "q8x2" }, default = "auto",
                      doc = "quantised GEMV (matmul/gemv_q.comp, DP_GLU included): activations as they are (act), or quantised per 16 values in each workgroup and multiplied on the integer dot-product units: q8 one int8 plane (within max|x|/254 per group; lossy: llama.cpp's scheme), q8x2 two (within max|x|/64516, finer than f16); auto: q8x2 per matrix where the packed dot products are accelerated and a workgroup takes >= 16 row dot products (rows x weights) per staging of x, and for the LM head (fused/lm_head_q.comp stages x once for hundreds of rows; its unfused gemv_q follows), act elsewhere (docs/BENCHMARKS.md 16c, 18b; doppler tune measures auto, act and q8x2)" }
 M.known.gemv_q_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
                         doc = "quantised GEMV (matmul/gemv_q.comp, DP_GLU included): 32-value units whose loads each thread issues before their arithmetic (0: 1); same sums for every value" }
+M.known.prefetch_groups = { kind = "int", choices = { 0, 8, 16, 32, 48, 64, 128 }, default = 0,
+                        doc = "side prefetch: workgroups of the side kernel (0: 32)" }
+M.known.prefetch_max_mb = { kind = "int", choices = { 0, 8, 16, 24, 32, 48, 64 }, default = 0,
+                        doc = "side prefetch: largest weight range read ahead, in MiB (0: 24; larger ones, such as a head, would not stay in L2)" }
+M.known.prefetch_min_kb = { kind = "int", choices = { 0, 1, 16, 64, 256, 1024 }, default = 0,
+                        doc = "side prefetch: smallest weight range read ahead, in KiB (0: 256)" }
 M.known.gemm_cm_bk = { kind = "int", choices = { 0, 32, 64, 128 }, default = 0,
                         doc = "gemm_cm: K slice staged per step (0: 64 where its shared memory fits the device, else 32; 32 where K > 4096)" }
 M.known.gemm_cm_splits = { kind = "int", choices = { 0, 1, 2, 4, 8, 16 }, default = 0,

@@ -108,6 +108,20 @@ local function row_blocks(t)
 end
 M.row_blocks = row_blocks
 
+-- The side prefetcher for a pass (gpu/prefetch.h): dev:recorder's options, or nil. Decode-sized passes only: a
+-- prefill pass's matrix kernels are bound by arithmetic, and on the H100 the side kernel beside them slowed a
+-- 512-token prefill by 15 % (docs/BENCHMARKS.md, 27e). auto: where the device has a second compute family.
+function M.side_prefetch(dev, env, T)
+  local hints = env.hints and env.hints.values or {}
+  local mode = hints.side_prefetch or "auto"
+  if mode == "off" or T > 4 then return nil end
+  local caps = dev:caps()
+  if mode == "auto" and (not caps.side_queue or caps.type == "cpu") then return nil end
+  local function given(name) local v = hints[name] or 0; return v > 0 and v or nil end
+  return { prefetch = { groups = given("prefetch_groups"), max_mb = given("prefetch_max_mb"),
+                        min_kb = given("prefetch_min_kb") } }
+end
+
 function M.context(dev, plan, env)
   local ctx = { dev = dev, plan = plan, env = env, dispatches = 0, kernels = {}, kernel_desc = {},
                 profile_shapes = os.getenv("DOPPLER_PROFILE_SHAPES") == "1" }

@@ -226,7 +226,12 @@ function M.compile(dev, graph, env)
   end
 
   -- Lower and record.
-  p.recorder = dev:recorder()
+  local prefetch = lower.side_prefetch(dev, env, T)
+  p.recorder = dev:recorder(prefetch)
+  if prefetch and (env.hints and env.hints.values.side_prefetch) == "on" and not p.recorder:stats().prefetch then
+    Graph.fail("plan: side_prefetch=on, but %s has no side queue (DOPPLER_SIDE_QUEUE=main runs it on the main one)",
+               dev:caps().name)
+  end
   if env.loop then p.calls = {} end
   local ctx = lower.context(dev, p, env)
   for _, n in ipairs(nodes) do

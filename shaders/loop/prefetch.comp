@@ -1,0 +1,87 @@
+#version 460
+// prefetch: reads the weights the main queue's next stages will read, so that they are in the GPU's L2 when
+// those stages run. It runs on a second queue beside the main recording's runs (gpu/prefetch.c): barriers of
+// the main queue do not wait for it, and it waits for nothing but the main queue's progress count, which each
+// stage's prefetch_signal sets as it begins. Stage j of run c is read once the count reaches
+// c * stages + j + 1 - depth, i.e. while the `depth` stages before it run.
+// It stays for run after run of the recording (one submit for many), and leaves when the host sets the quit
+// word, or after SPIN_LIMIT polls without progress (the host stopped replaying).
+// Nothing is written: the loads feed an xor that is stored only if it equals a value the data never makes
+// in practice, which is what keeps the compiler from dropping them.
+// Dispatch: (G, 1, 1).  Push: first (u32 [stages + 1]: each stage's first range), ranges (uvec4: address lo,
+// hi, bytes lo, hi), ctl (dp_prefetch.glsl), stages, depth.
+#extension GL_EXT_control_flow_attributes : require
+#include "dp_common.glsl"
+#include "dp_prefetch.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;
+// 32-byte sectors touched per invocation between two uses of the loaded values.
+layout(constant_id = 1) const uint UN = 8;
+// Copies of the progress count; workgroup g polls copy g % COPIES.
+layout(constant_id = 2) const uint COPIES = 32;
+
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Ranges { uvec4 v[]; };
+
+layout(push_constant) uniform Push {
+    U32In       first;
+    Ranges      ranges;
+    PrefetchCtl ctl;
+    uint        stages;
+    uint        depth;
+} p;
+
+const uint SPIN_LIMIT = 1u << 20;
+const uint SECTOR = 32u;
+
+shared bool s_leave;
+
+// Lane 0 waits until the progress count reaches `need` (counts wrap: compared as a difference).
+bool wait_for(uint need)
+{
+    if (gl_LocalInvocationID.x == 0u) {
+        uint slot = (gl_WorkGroupID.x % COPIES) * CTL_STRIDE, spins = 0u;
+        bool leave = false;
+        while (int(p.ctl.v[slot] - need) < 0 && !leave) {
+            spins++;
+            leave = spins == SPIN_LIMIT || ((spins & 63u) == 0u && p.ctl.v[CTL_QUIT] != 0u);
+        }
+        s_leave = leave;
+    }
+    barrier();
+    bool leave = s_leave;
+    barrier();   // every lane has read it before lane 0 may write it again
+    return !leave;
+}
+
+void main()
+{
+    uint acc = 0u;
+    uint64_t stride = uint64_t(gl_NumWorkGroups.x) * WG;
+    uint64_t me = uint64_t(gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
+    bool going = true;
+    for (uint c = 0u; going; c++) {
+        for (uint j = 0u; j < p.stages && going; j++) {
+            uint b = p.first.v[j], e = p.first.v[j + 1u];
+            if (b == e) continue;
+            going = wait_for(c * p.stages + j + 1u - min(p.depth, j + 1u + c * p.stages));
+            if (!going) break;
+            for (uint r = b; r < e; r++) {
+                uvec4 d = p.ranges.v[r];
+                uint64_t base = packUint2x32(d.xy);
+                uint64_t n = packUint2x32(d.zw) / SECTOR;
+                for (uint64_t i = me; i < n; i += stride * UN) {
+                    uint v[UN];
+                    [[unroll]] for (uint u = 0u; u < UN; u++) {
+                        uint64_t s = i + uint64_t(u) * stride;
+                        v[u] = s < n ? U32In(base + s * SECTOR).v[0] : 0u;
+                    }
+                    [[unroll]] for (uint u = 0u; u < UN; u++) acc ^= v[u];
+                }
+            }
+        }
+        // A run without a stage to read would spin here for ever: leave instead.
+        if (p.first.v[p.stages] == 0u) break;
+    }
+    if (acc == 0x7fc00001u) p.ctl.v[CTL_SINK] = acc;
+}

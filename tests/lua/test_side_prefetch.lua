@@ -1,0 +1,115 @@
+-- The side prefetcher (gpu/prefetch.h, hint side_prefetch): a kernel on a second queue reads each stage's
+-- weights ahead of it while a decode plan is replayed. lavapipe has one queue, so these tests run it on the
+-- main queue (doppler.open_device{ side_queue = "main" }), one after the other: what they check is what must
+-- hold on any device. Its schedule is made (stages, weight ranges) for decode passes and not for prefill ones;
+-- the side kernel runs (side submits); the ids of the GPU loop and of the step-by-step loop, and every logit,
+-- are the bits of the same model without it; a device without a side queue refuses side_prefetch=on; options
+-- out of range are refused. Whether it gains anything is for the H100 (docs/BENCHMARKS.md, session 20).
+package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
+local check = require "lib.check"
+local doppler = require "doppler"
+local session = require "doppler.session"
+local hints = require "doppler.hints"
+local recipes = require "doppler.recipes"
+local sampler = require "doppler.sampler"
+local generate = require "doppler.generate"
+
+local PROMPT = { 2, 10, 20, 30, 7, 11, 3, 5 }
+
+local side_dev = doppler.open_device { side_queue = "main" }
+
+local function open(name, dev, prefetch)
+  local path = check.fixtures .. "/models/" .. name
+  local m = doppler.open_model(path)
+  local recipe = recipes.for_config(doppler.read_json(path .. "/config.json"), path)
+  local h = hints.new()
+  h:set("side_prefetch", prefetch, "test")
+  h:set("prefetch_min_kb", 1, "test")   -- the fixtures' matrices are a few KiB
+  local s = session.open(recipe, m, { hints = h, context = 128, device = dev })
+  return { s = s, h = h, recipe = recipe, model = m }
+end
+
+-- Greedy ids from the recipe's decode loop, and the last pass's logits.
+local function run(M, chunk, n)
+  M.h:set("decode_chunk", chunk, "test")
+  M.s:reset()
+  local ids = {}
+  local decode = M.recipe.decode or generate.decode
+  decode(M.s, PROMPT, { max_tokens = n, sampler = sampler.new(M.s, { temperature = 0 }), stops = {} },
+         function(id) ids[#ids + 1] = id end)
+  return ids
+end
+
+local function logits(M)
+  M.s:reset()
+  M.s:feed(PROMPT, false)
+  local out = {}
+  for i, ids in ipairs({ { 4 }, { 9 }, { 13 } }) do
+    M.s:feed(ids, false)
+    out[i] = M.s:last_logits()
+  end
+  return out
+end
+
+for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
+  local A = open(name, nil, "off")
+  local B = open(name, side_dev, "on")
+
+  check.case(name .. ": the GPU loop and the step-by-step loop give the same ids with the side prefetcher", function()
+    local sub0 = side_dev:side_submits()
+    for _, chunk in ipairs({ 16, 1 }) do
+      local want, got = run(A, chunk, 40), run(B, chunk, 40)
+      check.eq(#got, 40, "ids generated")
+      check.eq(check.join(got), check.join(want), ("ids in chunks of %d"):format(chunk))
+    end
+    check.truthy(side_dev:side_submits() > sub0, "the side kernel ran")
+  end)
+
+  check.case(name .. ": decode logits are the same bits with the side prefetcher", function()
+    local want, got = logits(A), logits(B)
+    for i = 1, #want do
+      check.eq(#got[i], #want[i], "logits")
+      local same = 0
+      for j = 1, #want[i] do if got[i][j] == want[i][j] then same = same + 1 end end
+      check.eq(same, #want[i], ("equal logits at step %d"):format(i))
+    end
+  end)
+
+  check.case(name .. ": a schedule for decode passes, none for prefill ones", function()
+    local step, chunk = B.s:plan_for(1, false), B.s:loop_plan(16)
+    for what, p in pairs({ step = step, chunk = chunk }) do
+      local st = p:stats()
+      check.truthy(st.prefetch, what .. ": prefetching")
+      check.truthy(st.prefetch_stages > 0 and st.prefetch_ranges > 0,
+               ("%s: %d stages, %d ranges"):format(what, st.prefetch_stages, st.prefetch_ranges))
+    end
+    -- the chunk is 16 steps: 16 times the step's stages, and an advance between two steps
+    check.truthy(chunk:stats().prefetch_stages >= 16 * step:stats().prefetch_stages, "a chunk's stages")
+    check.eq(B.s:plan_for(8, false):stats().prefetch, false, "a prefill pass (T = 8) does not prefetch")
+    check.eq(A.s:plan_for(1, false):stats().prefetch, false, "side_prefetch=off")
+  end)
+  A.model:close()
+  B.model:close()
+end
+
+check.case("side_prefetch=on where the device has no side queue is an error", function()
+  local dev = doppler.device()
+  if dev:caps().side_queue then return end   -- the H100 has one: nothing to refuse there
+  local ok, msg = pcall(open, "gemma3-tiny", nil, "on")
+  if ok then ok, msg = pcall(function() msg.s:plan_for(1, false) end) end
+  check.eq(ok, false, "refused")
+  check.truthy(tostring(msg):find("no side queue", 1, true), "names the cause: " .. tostring(msg))
+end)
+
+check.case("prefetch options out of range are refused", function()
+  for _, bad in ipairs({ { copies = 65 }, { groups = 0 }, { depth = 0 }, { min_kb = 64, max_mb = 0 } }) do
+    local ok, msg = pcall(side_dev.recorder, side_dev, { prefetch = bad })
+    check.eq(ok, false, "refused")
+    check.truthy(tostring(msg):find("out of range", 1, true), tostring(msg))
+  end
+  local ok, msg = pcall(side_dev.recorder, side_dev, { prefetch = { groups = -1 } })
+  check.eq(ok, false, "a negative value is refused")
+  check.truthy(tostring(msg):find("non-negative", 1, true), tostring(msg))
+end)
+
+check.done()
