@@ -36,9 +36,9 @@ local spec = {
     { "--dry-run", nil, "measure and print, but do not write the cache" },
   },
   epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_q_wg, gemv_q_rows, gemv_q_unroll, gemv_q_x, q_matmul,\n" ..
-           "q_matmul_head, q_matmul_glu, lm_head_groups, " ..
-           "attention_heads, attention_splits, attention_min_chunk, attention_unroll, decode_chunk (and q_layout for\n" ..
-           "quantised models: reloads the weights).",
+           "q_matmul_head, q_matmul_glu, lm_head_groups, attention_heads, attention_splits, attention_min_chunk,\n" ..
+           "attention_unroll, side_prefetch, prefetch_groups, decode_chunk (and q_layout for quantised models:\n" ..
+           "reloads the weights).",
 }
 
 -- name -> candidates (full, quick, or for(ctx): this model's); applies(ctx) says whether the knob matters for this model;
@@ -74,6 +74,10 @@ local KNOBS = {
   { "attention_splits", full = { 0, 8, 16, 32, 64 }, quick = { 0, 16 } },
   { "attention_min_chunk", full = { 0, 16, 32, 64, 128 } },
   { "attention_unroll", full = { "auto", "1", "4" }, quick = { "auto", "1" } },
+  -- the side prefetcher (gpu/prefetch.h): its kernel runs beside the main queue's, so wall clock scores it
+  { "side_prefetch", full = { "auto", "off" }, quick = { "auto", "off" }, wall = true,
+    applies = function(c) return c.side_queue end },
+  { "prefetch_groups", full = { 0, 16, 48, 64 }, wall = true, applies = function(c) return c.side_queue end },
   { "decode_chunk", full = { 1, 8, 16, 32 }, quick = { 1, 16 }, wall = true },
 }
 
@@ -203,6 +207,7 @@ local function main(argv)
   h:set("tune", "off", "doppler tune")           -- measure from the built-in defaults, never an old cache
   local kv_heads = key.kv_heads > 0 and key.kv_heads or key.heads
   local c = { quantised = quantised, integer_dot = caps.integer_dot,
+              side_queue = caps.side_queue and caps.type ~= "cpu",
               kv_group = kv_heads > 0 and key.heads // kv_heads or 1 }
   local plan = {}
   for _, kn in ipairs(KNOBS) do
