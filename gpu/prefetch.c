@@ -4,7 +4,9 @@
 ** (shaders/include/dp_prefetch.glsl), which the side kernel polls at L2 speed and the host resets or flags
 ** through the mapping, and the schedule: first[stages + 1] (u32: each stage's first range), then the ranges as
 ** uvec4 (address lo, hi, bytes lo, hi). The host writes either only while no side kernel runs, except the quit
-** flag.
+** flag. Not from the buffer pool: its blocks are device-local or host memory (256 MiB each, while memory both
+** device-local and host-visible may be a 256 MiB window in all), and only these two buffers are used by both
+** queue families (concurrent sharing).
 */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,10 +19,9 @@
 #include "gpu/vkcheck.h"
 
 #define SECTOR 32u        /* what one load of the side kernel brings into L2 */
-#define CTL_STRIDE 64u    /* these four as in dp_prefetch.glsl */
-#define CTL_BASE 4096u
-#define CTL_QUIT 4160u
-#define CTL_WORDS 4288u
+#define CTL_QUIT 4160u    /* as in dp_prefetch.glsl */
+#define CTL_SINK 4224u
+#define CTL_WORDS (CTL_SINK + 64u)
 #define MAX_COPIES 64u
 
 typedef struct pf_range {

@@ -234,15 +234,13 @@ void dp_recorder_destroy(dp_recorder *r)
     free(r);
 }
 
-dp_status dp_recorder_prefetch(dp_recorder *r, const dp_prefetch_opts *o, bool *active, dp_err *err)
+dp_status dp_recorder_prefetch(dp_recorder *r, const dp_prefetch_opts *o, dp_err *err)
 {
     dp_prefetch_destroy(r->pf);
     r->pf = NULL;
     if (r->state == REC_RECORDING) vkEndCommandBuffer(r->cmd);
     r->state = REC_IDLE;   /* a recording made without signals cannot be replayed with the prefetcher */
-    dp_status st = o ? dp_prefetch_create(r->dev, o, &r->pf, err) : DP_OK;
-    if (active) *active = r->pf != NULL;
-    return st;
+    return o ? dp_prefetch_create(r->dev, o, &r->pf, err) : DP_OK;
 }
 
 dp_status dp_recorder_begin(dp_recorder *r, dp_err *err)

@@ -76,9 +76,9 @@ dp_status dp_recorder_create(dp_device *dev, dp_recorder **out, dp_err *err);
 void      dp_recorder_destroy(dp_recorder *rec);   /* NULL-safe; waits if a submission is pending */
 
 /* Reads the weights of each stage ahead of it on the device's side queue while the recording is replayed
-** (gpu/prefetch.h); NULL switches it off. *active (may be NULL): whether the device can, so it will.
+** (gpu/prefetch.h); NULL switches it off. Where the device cannot, nothing happens (stats.prefetch says which).
 ** Drops the current recording: call it before recording. Options out of range => DP_EINVAL. */
-dp_status dp_recorder_prefetch(dp_recorder *rec, const dp_prefetch_opts *o, bool *active, dp_err *err);
+dp_status dp_recorder_prefetch(dp_recorder *rec, const dp_prefetch_opts *o, dp_err *err);
 
 /* Starts a new recording, dropping the previous one. Recording commands on a recorder that
 ** was submitted also starts a new one. */

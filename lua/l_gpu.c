@@ -710,7 +710,7 @@ static int device_recorder(lua_State *L)
     lua_setiuservalue(L, -2, 2);       /* tensors the recording addresses */
     dp_err err = {0};
     if (dp_recorder_create(d->dev, &r->rec, &err) != DP_OK) return dp_lua_raise(L, &err);
-    if (prefetch && dp_recorder_prefetch(r->rec, &po, NULL, &err) != DP_OK) return dp_lua_raise(L, &err);
+    if (prefetch && dp_recorder_prefetch(r->rec, &po, &err) != DP_OK) return dp_lua_raise(L, &err);
     return 1;
 }
 

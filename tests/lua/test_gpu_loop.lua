@@ -30,11 +30,11 @@ local function run(M, chunk, sopts, max_tokens, stops)
   M.s:reset()
   local smp = sampler.new(M.s, sopts)
   local ids = {}
-  local sub0 = M.s.dev:submits() - M.s.dev:side_submits()
+  local sub0, side0 = M.s.dev:submits() - M.s.dev:side_submits(), M.s.dev:side_submits()
   local decode = M.recipe.decode or generate.decode
   decode(M.s, PROMPT, { max_tokens = max_tokens, sampler = smp, stops = stops or {} },
          function(id) ids[#ids + 1] = id end)
-  return ids, M.s.pos, M.s.dev:submits() - M.s.dev:side_submits() - sub0
+  return ids, M.s.pos, M.s.dev:submits() - M.s.dev:side_submits() - sub0, M.s.dev:side_submits() - side0
 end
 
 local SETTINGS = {
@@ -100,12 +100,15 @@ for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
   end)
 
   check.case(name .. ": one submit per chunk", function()
-    local _, _, per_step = run(M, 1, { temperature = 0 }, 33)
+    local _, _, per_step, side_step = run(M, 1, { temperature = 0 }, 33)
     run(M, 16, { temperature = 0 }, 33)           -- the first run records the chunk (and uploads)
-    local _, _, chunked = run(M, 16, { temperature = 0 }, 33)
+    local _, _, chunked, side_chunked = run(M, 16, { temperature = 0 }, 33)
     -- prefill: 1 submit; then 32 fed tokens: 32 steps, or 2 chunks of 16
     check.eq(per_step, 1 + 32, "submits step by step")
     check.eq(chunked, 1 + 2, "submits in chunks of 16")
+    -- where the device has a side queue (the H100), one side kernel serves a generation's replays
+    check.truthy(side_step <= 1 and side_chunked <= 1,
+                 ("side submits per generation: %d step by step, %d in chunks"):format(side_step, side_chunked))
   end)
   M.model:close()
 end
