@@ -177,6 +177,52 @@ check.case("copy_bandwidth.lua: checked copies, GB/s from timestamps and the wal
   check.truthy(out:match("^| device | bytes | groups |") and out:match("\n| [^\n]* | 33 | 1 | 256 | 4 |"), "table:\n" .. out)
 end)
 
+check.case("persistent.lua: the GEMV chain as dispatches and as one persistent dispatch, against a CPU reference", function()
+  -- The persistent mode runs one workgroup here: llvmpipe ends an invocation's loops once their trips together
+  -- pass 65535, so a grid barrier's poll between workgroups cannot be relied on (the shader's header; the
+  -- H100 runs compare the modes bit for bit). The dispatch mode uses three. The script fails on a wrong output.
+  for _, w in ipairs({ "f16", "q4" }) do
+    local rows = bench("persistent", { "--shape", "tiny", "--weights", w, "--tokens", "3", "--runs", "1", "--wg", "64",
+                                      "--groups", "1", "--dispatch-groups", "3", "--modes", "dispatch,persistent,sync" })
+    check.eq(#rows, 4, "dispatch, persistent, and the sync pair")
+    local steps = 2 * 4 + 1   -- tiny: 2 layers of 4 GEMVs, then the head
+    for i, mode in ipairs({ "dispatch", "persistent", "sync_dispatch", "sync_persistent" }) do
+      local r = rows[i]
+      check.eq(r.mode, mode, "mode")
+      check.eq(r.weights, w, "weights")
+      check.truthy(r.same_bits, mode .. ": the same bits as the first mode")
+      positive(r, "ms_per_token")
+      if i <= 2 then
+        check.eq(r.steps_per_token, steps, "steps per token")
+        check.truthy(type(r.check_max_rel_err) == "number" and r.check_max_rel_err <= 1e-3,
+                     mode .. ": compared with the CPU reference")
+        positive(r, "weight_bytes_per_token")
+      end
+    end
+    check.eq(rows[1].dispatches, 3 * steps, "dispatch mode: one dispatch per step")
+    check.eq(rows[1].barriers, 3 * steps - 1, "dispatch mode: a barrier between steps")
+    check.eq(rows[2].dispatches, 2, "persistent mode: the counter's reset and one dispatch")
+    check.eq(rows[2].groups, 1, "persistent workgroups")
+    check.eq(rows[1].groups, 3, "dispatch-mode workgroups")
+  end
+  -- every grid barrier's variant computes the same bits (here with one workgroup: see above)
+  for _, sync in ipairs({ "acquire", "volatile" }) do
+    local rows = bench("persistent", { "--shape", "tiny", "--tokens", "2", "--runs", "1", "--wg", "64", "--sync", sync })
+    check.eq(#rows, 2, sync .. ": dispatch and persistent")
+    check.eq(rows[2].sync, sync, "sync")
+  end
+  local out = check.must_run({ "recipes/bench/persistent.lua", "--shape", "tiny", "--tokens", "1", "--runs", "1",
+                               "--wg", "64", "--table" })
+  check.truthy(out:match("^| device | shape | weights | mode |") and out:match("\n| [^\n]* | tiny | f16 | persistent | fence | 1 | 64 |"),
+               "table:\n" .. out)
+  local ok, _, e = check.run({ "recipes/bench/persistent.lua", "--shape", "huge" })
+  check.truthy(not ok and e:match("not llama, gemma or tiny"), "bad shape: " .. e)
+  ok, _, e = check.run({ "recipes/bench/persistent.lua", "--shape", "tiny", "--modes", "fast" })
+  check.truthy(not ok and e:match("not persistent, dispatch or sync"), "bad mode: " .. e)
+  ok, _, e = check.run({ "recipes/bench/persistent.lua", "--shape", "tiny", "--sync", "none" })
+  check.truthy(not ok and e:match("not acquire, volatile or fence"), "bad sync: " .. e)
+end)
+
 check.case("--profile: GPU time per kernel per token, submits, readback, device memory", function()
   local out, err = check.must_run({ "recipes/gemma3.lua", "--model", GEMMA, "--ids", "2,10,20,30", "--max-tokens", "5",
                                     "--print-ids", "--quiet", "--profile", "--hint", "decode_chunk=1" })

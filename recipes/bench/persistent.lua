@@ -1,0 +1,305 @@
+-- recipes/bench/persistent.lua: a probe of the persistent-kernel ("megakernel") design for decode.
+--   doppler recipes/bench/persistent.lua [--shape llama|gemma|tiny] [--weights f16|q4] [--modes LIST] ...
+-- doppler's decode records one dispatch per kernel with a barrier wherever a dependency exists (~7 dependent
+-- dispatches per layer). The alternative design runs a whole token, or many, in one dispatch whose
+-- workgroups stay resident and meet at grid barriers (a counter in device memory), and requests each step's
+-- weights before waiting at the barrier. This script measures that design against the dispatch chain on the
+-- same GEMV code (shaders/probe/persistent_chain.comp): the projections of a decode token at a real model's
+-- shapes (per layer q/k/v with the pre-norm folded in, o, gate+up with the pre-norm, down on the GLU of
+-- gate+up; then the LM head), weights made on the GPU from a hash, `--tokens` tokens per submit.
+-- It is a bound, not a model: no attention, RoPE or KV cache; norms without gains; 4-bit weights with one
+-- scale per row. Each mode prints one JSON line; the modes' final activations must be the same bits (same
+-- arithmetic), and with --check (the default for --shape tiny) they are compared with a CPU reference.
+-- A persistent run needs every workgroup resident at once: --groups at most what the device holds (the
+-- H100: one 1024-invocation workgroup per SM, 132); one that is not resident gives up after a spin limit
+-- and the script fails rather than hang.
+local doppler = require "doppler"
+local cli = require "doppler.cli"
+local json = require "doppler.json"
+
+local SHAPES = {   -- hidden, q (attention output), q+k+v, intermediate, layers, vocab
+  llama = { hidden = 2048, q = 2048, qkv = 3072, inter = 8192, layers = 16, vocab = 128256 },   -- Llama 3.2 1B
+  gemma = { hidden = 1152, q = 1024, qkv = 1536, inter = 6912, layers = 26, vocab = 262144 },   -- Gemma 3 1B
+  tiny  = { hidden = 64, q = 64, qkv = 96, inter = 128, layers = 2, vocab = 160 },
+}
+local FILE = "probe/persistent_chain.comp"
+local NORM, GLU = 1, 2
+
+local spec = {
+  usage = "doppler recipes/bench/persistent.lua [options]",
+  about = "Times a decode token's GEMV chain as one dispatch per step (barriers) and as one persistent\n" ..
+          "dispatch (grid barriers), on the same kernel; one JSON line per mode.",
+  options = {
+    { "--shape", "NAME", "llama (Llama 3.2 1B), gemma (Gemma 3 1B) or tiny", default = "llama" },
+    { "--weights", "TYPE", "f16, or q4 (4-bit, one f32 scale per row)", default = "f16" },
+    { "--modes", "LIST", "persistent, dispatch, sync (both modes with empty steps: the cost of ordering)",
+      default = "dispatch,persistent" },
+    { "--tokens", "N", "tokens per submit", type = "int", default = 32, min = 1 },
+    { "--runs", "N", "timed submits per mode", type = "int", default = 5, min = 1 },
+    { "--groups", "N", "workgroups (0: 132 on a GPU, 1 on a CPU device)", type = "int", default = 0, min = 0 },
+    { "--dispatch-groups", "N", "workgroups per dispatch in dispatch mode (0: --groups)", type = "int",
+      default = 0, min = 0 },
+    { "--wg", "N", "workgroup size", type = "int", default = 1024, min = 32 },
+    { "--un", "N", "16-byte weight chunks in flight per lane", type = "int", default = 2, min = 1 },
+    { "--sync", "KIND", "grid barrier: acquire, volatile (no acquire) or fence (the shader says how)",
+      default = "fence" },
+    { "--no-head", nil, "leave the LM head out of a token" },
+    { "--check", nil, "compare with a CPU reference (slow beyond --shape tiny)" },
+    { "--label", "TEXT", "extra 'label' key in every line" },
+    { "--table", nil, "print a markdown table instead of JSON lines" },
+  },
+}
+
+-- The kernel's hash (MODE 3), on 32-bit words.
+local function hash(i)
+  local h = (i * 0x9E3779B9 + 0x7F4A7C15) & 0xffffffff
+  h = h ~ (h >> 16); h = (h * 0x85EBCA6B) & 0xffffffff
+  h = h ~ (h >> 13); h = (h * 0xC2B2AE35) & 0xffffffff
+  return h ~ (h >> 16)
+end
+
+-- The steps of one token: { N, K, flags } per GEMV, in order.
+local function token_ops(s, head)
+  local ops = {}
+  for _ = 1, s.layers do
+    ops[#ops + 1] = { N = s.qkv, K = s.hidden, flags = NORM, name = "qkv" }
+    ops[#ops + 1] = { N = s.hidden, K = s.q, flags = 0, name = "o" }
+    ops[#ops + 1] = { N = 2 * s.inter, K = s.hidden, flags = NORM, name = "gate_up" }
+    ops[#ops + 1] = { N = s.hidden, K = s.inter, flags = GLU, name = "down" }
+  end
+  if head then ops[#ops + 1] = { N = s.vocab, K = s.hidden, flags = NORM, name = "head" } end
+  return ops
+end
+
+-- Every push member must be set, in every mode: those a mode does not read get zeros (and pointers `w`).
+local function push_of(t)
+  local out = { n_ops = 1, first = 0, steps = 0, slot = 0, w_off = 0, words = 0, kind = 0, kk = 0 }
+  for key, v in pairs(t) do out[key] = v end
+  out.ops, out.act, out.ctl = out.ops or out.w, out.act or out.w, out.ctl or out.w
+  return out
+end
+
+local function align(v, a) return (v + a - 1) // a * a end
+
+-- Lays the weights out (each matrix, then its row scales for q4) and fills them on the GPU.
+local function make_weights(dev, ops, q4, init)
+  local off = 0
+  for _, op in ipairs(ops) do
+    op.w_off = off
+    off = align(off + op.N * op.K // (q4 and 2 or 1) * (q4 and 1 or 2), 256)
+    if q4 then op.s_off = off; off = align(off + 4 * op.N, 256) else op.s_off = 0 end
+  end
+  local w = dev:tensor { dtype = "u8", shape = { math.max(off, 256) } }
+  local rec = dev:recorder()
+  for _, op in ipairs(ops) do
+    local wbytes = op.N * op.K * (q4 and 1 or 2) // (q4 and 2 or 1)
+    local push = { w = w, w_off = op.w_off, words = wbytes // 4, kind = q4 and 1 or 0, kk = op.K }
+    rec:dispatch(init, { 1024 }, push_of(push))
+    if q4 then
+      push.w_off, push.words, push.kind = op.s_off, op.N, 2
+      rec:dispatch(init, { 64 }, push_of(push))
+    end
+  end
+  rec:run()
+  return w, off
+end
+
+-- CPU reference of `steps` steps from the act the script uploaded (slot 0).
+local function reference(ops, q4, x0, steps)
+  local function f16(bits)
+    local sign = (bits & 0x8000) ~= 0 and -1 or 1
+    local e, m = (bits >> 10) & 31, bits & 1023
+    return sign * (1 + m / 1024) * 2.0 ^ (e - 15)
+  end
+  local x = x0
+  for s = 0, steps - 1 do
+    local op = ops[s % #ops + 1]
+    local K, xv = op.K, {}
+    local scale = 1
+    if op.flags & NORM ~= 0 then
+      local ss = 0
+      for k = 1, K do ss = ss + x[k] * x[k] end
+      scale = 1 / math.sqrt(ss / K + 1e-6)
+    end
+    for k = 1, K do
+      local v = x[k]
+      if op.flags & GLU ~= 0 then v = v / (1 + math.exp(-v)) * x[k + K] end
+      xv[k] = v * scale
+    end
+    local y = {}
+    for n = 0, op.N - 1 do
+      local acc = 0
+      for k = 0, K - 1 do
+        local e = n * K + k
+        local wv
+        if q4 then
+          wv = ((hash(op.w_off // 4 + e // 8) >> (4 * (e % 8))) & 15) - 8
+        else
+          local h = hash(op.w_off // 4 + e // 2)
+          wv = f16(((e % 2 == 0) and h or (h >> 16)) & 0x83FF | 0x3800)
+        end
+        acc = acc + wv * xv[k + 1]
+      end
+      local r = q4 and (0.75 + (hash(op.s_off // 4 + n) & 255) / 512) * 0.25 / math.sqrt(K) or 1 / math.sqrt(K)
+      y[n + 1] = acc * r
+    end
+    x = y
+  end
+  return x
+end
+
+local function run_mode(dev, k, o, mode, c)
+  local rec = dev:recorder()
+  local steps = o.tokens * #c.ops
+  local push = { ops = c.opt, w = c.w, act = c.act, ctl = c.ctl, n_ops = #c.ops, slot = c.slot }
+  if mode == "persistent" then
+    rec:dispatch(k.reset, { 1 }, push_of { ops = c.opt, w = c.w, act = c.act, ctl = c.ctl })
+    push.first, push.steps = 0, steps
+    rec:dispatch(k.persistent, { c.groups }, push_of(push))
+  else
+    push.steps = 1
+    for s = 0, steps - 1 do
+      push.first = s
+      rec:dispatch(k.dispatch, { c.dgroups }, push_of(push))
+    end
+  end
+  local times = {}
+  for r = 0, o.runs do      -- run 0 warms up (and compiles)
+    c.act:upload(c.x0)
+    local t0 = doppler.clock()
+    rec:run()
+    if r > 0 then times[#times + 1] = doppler.clock() - t0 end
+    if mode == "persistent" and string.unpack("<I4", c.ctl:read(4, 4)) ~= 0 then   -- each run resets it
+      error(("persistent: the grid barrier gave up (are %d workgroups of %d resident at once?)"):format(
+        c.groups, o.wg), 0)
+    end
+  end
+  table.sort(times)
+  local med = times[(#times + 1) // 2]
+  local out_slot = steps % 2
+  local y = c.act:read(out_slot * c.slot * 4, c.ops[(steps - 1) % #c.ops + 1].N * 4)
+  return med, y, rec:stats()
+end
+
+local function main(argv)
+  local o = cli.parse(argv, spec)
+  if #o._ > 0 then error(("unexpected argument '%s' (options start with --)"):format(o._[1]), 0) end
+  local s = SHAPES[o.shape] or error(("--shape: '%s' is not llama, gemma or tiny"):format(o.shape), 0)
+  if o.weights ~= "f16" and o.weights ~= "q4" then error(("--weights: '%s' is not f16 or q4"):format(o.weights), 0) end
+  local q4 = o.weights == "q4"
+  local SYNC = { acquire = 0, volatile = 1, fence = 2 }
+  if not SYNC[o.sync] then error(("--sync: '%s' is not acquire, volatile or fence"):format(o.sync), 0) end
+  local modes = {}
+  for m in o.modes:gmatch("[^,%s]+") do
+    if m ~= "persistent" and m ~= "dispatch" and m ~= "sync" then
+      error(("--modes: '%s' is not persistent, dispatch or sync"):format(m), 0)
+    end
+    modes[#modes + 1] = m
+  end
+  local dev = doppler.device()
+  local caps = dev:caps()
+  if o.wg > caps.max_wg_invocations then
+    error(("--wg %d: the device takes at most %d"):format(o.wg, caps.max_wg_invocations), 0)
+  end
+  local cpu = caps.type == "cpu"
+  local c = { groups = o.groups > 0 and o.groups or (cpu and 1 or 132) }
+  c.dgroups = o.dispatch_groups > 0 and o.dispatch_groups or c.groups
+  local function kern(mode, max_k)
+    return dev:kernel { file = FILE, constants = { WG = o.wg, UN = o.un, Q4 = q4 and 1 or 0, MODE = mode,
+                                                   MAX_K = max_k, SYNC = SYNC[o.sync] } }
+  end
+  local init = kern(3, 32)
+
+  local rows = {}
+  for _, mode in ipairs(modes) do
+    local sync = mode == "sync"
+    c.ops = sync and {} or token_ops(s, not o.no_head)
+    if sync then   -- empty steps (no rows), each staging an x of 32 values: what ordering alone costs
+      for i = 1, 4 * s.layers do c.ops[i] = { N = 0, K = 32, flags = 0, name = "empty" } end
+    end
+    c.w, c.wbytes = make_weights(dev, c.ops, q4, init)
+    local max_k = 32
+    for _, op in ipairs(c.ops) do max_k = math.max(max_k, op.K) end
+    local shared = 4 * (max_k + (q4 and max_k // 8 or 0) + o.wg)   -- the kernel's xs (padded for q4) and red
+    if shared > caps.max_shared_memory then
+      error(("a K of %d and --wg %d need %d bytes of shared memory; the device has %d"):format(max_k, o.wg,
+        shared, caps.max_shared_memory), 0)
+    end
+    local k = { dispatch = kern(0, max_k), persistent = kern(1, max_k), reset = kern(2, 32) }
+    c.slot = 32
+    for _, op in ipairs(c.ops) do c.slot = math.max(c.slot, op.N, 2 * op.K) end
+    local tab = {}
+    for _, op in ipairs(c.ops) do
+      tab[#tab + 1] = string.pack("<I4I4I4I4I4I4I4I4", op.w_off & 0xffffffff, op.w_off >> 32, op.N, op.K,
+                                  op.flags, op.s_off & 0xffffffff, op.s_off >> 32, 0)
+    end
+    c.opt = dev:tensor { dtype = "u8", shape = { #tab * 32 } }
+    c.opt:upload(table.concat(tab))
+    c.act = dev:tensor { dtype = "f32", shape = { 2 * c.slot } }
+    c.ctl = dev:tensor { dtype = "u8", shape = { 256 } }
+    c.ctl:upload(string.rep("\0", 256))
+    local xv = {}
+    math.randomseed(1)
+    for i = 1, 2 * c.slot do xv[i] = i <= c.slot and (2 * math.random() - 1) or 0 end
+    c.x0 = xv
+    local x0_bytes = {}
+    for i = 1, 2 * c.slot do x0_bytes[i] = string.pack("<f", xv[i]) end
+    c.x0 = table.concat(x0_bytes)
+
+    local sub = sync and { "dispatch", "persistent" } or { mode }
+    for _, m in ipairs(sub) do
+      local sec, y, st = run_mode(dev, k, o, m, c)
+      local steps = o.tokens * #c.ops
+      local bytes = 0
+      for _, op in ipairs(c.ops) do bytes = bytes + op.N * op.K * (q4 and 0.5 or 2) + (q4 and 4 * op.N or 0) end
+      local r = {
+        probe = "persistent_chain", mode = sync and ("sync_" .. m) or m, shape = o.shape, weights = o.weights,
+        head = not o.no_head, tokens = o.tokens, runs = o.runs, steps_per_token = #c.ops,
+        groups = m == "persistent" and c.groups or c.dgroups, wg = o.wg, un = o.un, sync = o.sync,
+        weight_bytes_per_token = math.floor(bytes),
+        ms_per_token = sec * 1e3 / o.tokens, us_per_step = sec * 1e6 / steps,
+        tok_s = o.tokens / sec, gb_s = bytes * o.tokens / sec / 1e9,
+        dispatches = st.dispatches, barriers = st.barriers,
+        device = caps.name, driver = caps.driver, label = o.label,
+      }
+      rows[#rows + 1] = r
+      r.y = y
+      if not sync and (o.check or o.shape == "tiny") then
+        local got = {}
+        for i = 1, #y // 4 do got[i] = string.unpack("<f", y, 4 * i - 3) end
+        local x0 = {}
+        for i = 1, c.slot do x0[i] = xv[i] end
+        local ref = reference(c.ops, q4, x0, steps)
+        local worst = 0
+        for i = 1, #ref do worst = math.max(worst, math.abs(got[i] - ref[i]) / (1 + math.abs(ref[i]))) end
+        r.check_max_rel_err = worst
+        if worst > 1e-3 then error(("%s: output differs from the CPU reference (%.3g)"):format(m, worst), 0) end
+      end
+    end
+  end
+  -- The modes run the same arithmetic: their outputs must be the same bits.
+  local first = {}
+  for _, r in ipairs(rows) do
+    local key = r.mode:gsub("^sync_", "")
+    local group = r.mode:match("^sync_") and "sync" or "model"
+    local prev = first[group]
+    if prev then r.same_bits = (prev == r.y) else first[group] = r.y; r.same_bits = true end
+    if not r.same_bits then error(("%s: output differs from the first mode's"):format(key), 0) end
+    r.y = nil
+    if not o.table then print(json.encode(r)); io.stdout:flush() end
+  end
+  if o.table then
+    print("| device | shape | weights | mode | sync | groups | WG | UN | ms/token | tok/s | GB/s | µs/step |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for _, r in ipairs(rows) do
+      print(("| %s | %s | %s | %s | %s | %d | %d | %d | %.4f | %.1f | %.1f | %.2f |"):format(r.device, r.shape,
+        r.weights, r.mode, r.sync, r.groups, r.wg, r.un, r.ms_per_token, r.tok_s, r.gb_s, r.us_per_step))
+    end
+  end
+end
+
+local ok, err = pcall(main, arg)
+if not ok then
+  io.stderr:write("persistent: ", (tostring(err):gsub("^[^:\n]*%.lua:%d+: ", "")), "\n")
+  os.exit(1, true)
+end

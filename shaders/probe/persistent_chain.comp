@@ -1,0 +1,274 @@
+#version 460
+// persistent_chain: a probe of the persistent-kernel design (recipes/bench/persistent.lua), not a model kernel.
+// It runs a chain of GEMVs shaped like a decode token's projections (y = W x, each step's x the step before's
+// y) two ways, with the same arithmetic:
+//   dispatch mode (MODE 0): one dispatch per step; the recorder puts a barrier between dispatches, as in a
+//     doppler decode plan.
+//   persistent mode (MODE 1): one dispatch runs every step of every token. Its G workgroups must all be
+//     resident at once (G at most one per SM for WG = 1024 on the H100); between steps they meet at a grid
+//     barrier, a counter in device memory that each workgroup increments and then polls. Before it polls, a
+//     workgroup requests its first weights of the next step: weights do not depend on the activations, so
+//     their memory latency overlaps the wait.
+// What the probe leaves out of a real megakernel: attention, RoPE and the KV cache; the norms are folded into
+// the GEMV that reads them (each workgroup sums the squares of x itself); its 4-bit format is one f32 scale
+// per row, not Q4_K's blocks.
+// Weights are made on the GPU by MODE 3 (a hash of the word index; recipes/bench/persistent.lua repeats it on
+// the CPU for its check).
+//
+// Steps: ops[j] = two uvec4: (weight byte offset lo, hi, N, K), (flags, scale byte offset lo, hi, 0); flags
+// bit 0: x is RMS-normalised first (no gain); bit 1: x[k] = silu(a[k]) * a[k + K] of the input a (GLU).
+// Step s of the dispatch (s = 0, 1, ...: token s / n_ops, op s % n_ops) reads act slot (first + s) & 1 and
+// writes the other; a slot holds `slot` floats. y[n] = (sum_k W[n, k] x[k]) * r[n], with r[n] = 1/sqrt(K)
+// for f16 weights and the row's f32 scale for 4-bit ones (nibble - 8, 32 per uvec4, low nibble first).
+//
+// Dispatch: MODE 0/1: (G, 1, 1). MODE 2 (resets the grid counter and the failure flag): (1, 1, 1).
+//           MODE 3: (G, 1, 1) any G, writes `words` u32 of kind `kind` at byte offset `w_off` of w.
+// Push: ops, w, act, ctl (u32 [2]: grid counter, failure flag), n_ops, first (first step), steps, slot,
+//       w_off, words, kind (0: f16 pairs, 1: nibbles, 2: f32 row scales of a K-column matrix), kk (that K).
+// Spec constants: WG (workgroup size), UN (16-byte weight chunks in flight per lane, per buffer), Q4 (0: f16
+//   weights, 1: 4-bit), MODE, MAX_K (the largest K of the chain), SYNC (the grid barrier, below: 0 acquire,
+//   1 volatile, 2 fence).
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_memory_scope_semantics : require
+#include "dp_common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 1) const uint UN = 2;
+layout(constant_id = 2) const uint Q4 = 0;
+layout(constant_id = 3) const uint MODE = 0;
+layout(constant_id = 4) const uint MAX_K = 4096;   // the largest K of the chain: x is staged in shared memory
+layout(constant_id = 5) const uint SYNC = 2;       // the grid barrier's memory ordering (below)
+
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Ops { uvec4 v[]; };
+// coherent: another workgroup's stores of the step before must be seen after the grid barrier (not L1's copy).
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer Act { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent volatile buffer Ctl { uint v[]; };
+
+layout(push_constant) uniform Push {
+    Ops   ops;
+    V4Buf w;
+    Act   act;
+    Ctl   ctl;
+    uint  n_ops;
+    uint  first;
+    uint  steps;
+    uint  slot;
+    uint64_t w_off;
+    uint  words;
+    uint  kind;
+    uint  kk;
+} p;
+
+const uint SPIN_LIMIT = 1u << 24;  // a grid barrier that never fills (G too large to be resident) gives up
+const uint EPT = Q4 != 0u ? 32u : 8u;   // weights per 16-byte chunk
+
+// x of the step. Lane l of a subgroup reads chunk l's EPT values, EPT floats after lane l - 1's. For 4-bit
+// weights (EPT = 32) 4 floats of padding after every 32 put the 16-byte reads of 8 lanes on 8 different bank
+// groups (without, that path ran at ~0.3 TB/s on the H100: run 28a); f16 (EPT = 8) has a 2-way conflict left,
+// and no room for padding at K = 8192 in 48 KiB.
+const uint XPAD = Q4 != 0u ? 4u : 0u;
+shared vec4 xs[MAX_K / 4u + (MAX_K / EPT) * XPAD / 4u];
+uint xpos(uint k) { return k + (k / EPT) * XPAD; }
+shared float red[WG];   // one partial per subgroup (WG bounds their number)
+
+uint dp_hash(uint i)
+{
+    uint h = i * 0x9E3779B9u + 0x7F4A7C15u;
+    h ^= h >> 16; h *= 0x85EBCA6Bu; h ^= h >> 13; h *= 0xC2B2AE35u; h ^= h >> 16;
+    return h;
+}
+
+// Weights of one step as seen by this subgroup: rows sg, sg + nsg, ...; each row in groups of SG * UN chunks.
+struct Step { uint64_t w; uint64_t sc; uint N; uint K; uint flags; uint cpr; uint ipr; uint iters; };
+
+Step step_at(uint j)
+{
+    uvec4 a = p.ops.v[2u * j], b = p.ops.v[2u * j + 1u];
+    Step s;
+    s.w = uint64_t(p.w) + packUint2x32(a.xy);
+    s.sc = uint64_t(p.w) + packUint2x32(b.yz);
+    s.N = a.z; s.K = a.w; s.flags = b.x;
+    s.cpr = s.K / EPT;
+    s.ipr = (s.cpr + gl_SubgroupSize * UN - 1u) / (gl_SubgroupSize * UN);
+    uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
+    uint rows = sg < s.N ? (s.N - sg + nsg - 1u) / nsg : 0u;
+    s.iters = rows * s.ipr;
+    return s;
+}
+
+// Loads iteration t's chunks of this lane (zeros past the row's end).
+void load_iter(Step s, uint t, inout uvec4 c[UN])
+{
+    uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
+    uint row = sg + (t / s.ipr) * nsg, g = t % s.ipr;
+    V4In wr = V4In(s.w + uint64_t(row) * uint64_t(s.cpr) * 16ul);
+    [[unroll]] for (uint u = 0u; u < UN; u++) {
+        uint ch = (g * UN + u) * gl_SubgroupSize + gl_SubgroupInvocationID;
+        c[u] = (t < s.iters && ch < s.cpr) ? wr.v[ch] : uvec4(0u);
+    }
+}
+
+float dot_chunk(uvec4 c, uint k0)
+{
+    uint b = xpos(k0) / 4u;
+    float a = 0.0;
+    if (Q4 != 0u) {
+        [[unroll]] for (uint q = 0u; q < 4u; q++) {
+            vec4 lo = xs[b + 2u * q], hi = xs[b + 2u * q + 1u];
+            uint w = c[q];
+            a += (float(w & 15u) - 8.0) * lo.x + (float((w >> 4u) & 15u) - 8.0) * lo.y
+               + (float((w >> 8u) & 15u) - 8.0) * lo.z + (float((w >> 12u) & 15u) - 8.0) * lo.w
+               + (float((w >> 16u) & 15u) - 8.0) * hi.x + (float((w >> 20u) & 15u) - 8.0) * hi.y
+               + (float((w >> 24u) & 15u) - 8.0) * hi.z + (float(w >> 28u) - 8.0) * hi.w;
+        }
+    } else {
+        vec4 x0 = xs[b], x1 = xs[b + 1u];
+        vec2 h0 = unpackHalf2x16(c.x), h1 = unpackHalf2x16(c.y), h2 = unpackHalf2x16(c.z), h3 = unpackHalf2x16(c.w);
+        a = h0.x * x0.x + h0.y * x0.y + h1.x * x0.z + h1.y * x0.w
+          + h2.x * x1.x + h2.y * x1.y + h3.x * x1.z + h3.y * x1.w;
+    }
+    return a;
+}
+
+// The grid barrier, three ways (spec constant SYNC):
+//   SYNC 0: the count is bumped with release semantics at device scope and read with acquire semantics; the
+//           workgroup's control barriers carry them to every invocation, with device-scope semantics.
+//   SYNC 1: a plain atomicAdd after memoryBarrierBuffer(), polled with volatile loads; act is `coherent`, so
+//           its loads go past the non-coherent L1. No acquire: it relies on the GPU not issuing the loads
+//           after the poll before the poll ends. Correct on the H100 in every run that compared it bit for
+//           bit with the dispatch mode, not by the memory model.
+//   SYNC 2: release and acquire at device scope by lane 0 only (the acquire as one fence after relaxed
+//           polls), passed on to the other invocations by workgroup-scope control barriers: a chain the
+//           Vulkan memory model orders, with one device-scope fence per side instead of one per invocation.
+// On lavapipe none can be relied on: llvmpipe ends every loop of an invocation once their trips together
+// pass 65535 (LP_MAX_TGSI_LOOP_ITERATIONS), so a long poll ends early and the loops after it do not run. The
+// script's tests there use one workgroup; on a GPU the modes' outputs are compared bit for bit.
+uint grid_count()
+{
+    if (SYNC == 0u) return atomicLoad(p.ctl.v[0], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire);
+    if (SYNC == 2u) return atomicLoad(p.ctl.v[0], gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed);
+    return p.ctl.v[0];
+}
+
+// Once one workgroup has given up, the others stop waiting (the run is wrong and the script says so).
+bool grid_reached(uint target) { return grid_count() >= target || p.ctl.v[1] != 0u; }
+
+// Second half: lane 0 polls until every workgroup has signalled `target` times.
+void grid_wait(uint target)
+{
+    if (gl_LocalInvocationIndex == 0u) {
+        for (uint spins = 0u; spins < SPIN_LIMIT && !grid_reached(target); spins++) {}
+        if (!grid_reached(target)) p.ctl.v[1] = 1u;
+        if (SYNC == 2u) memoryBarrier(gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire);
+    }
+    if (SYNC == 0u)
+        controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquireRelease);
+    else if (SYNC == 2u)
+        controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer, gl_SemanticsAcquireRelease);
+    else
+        barrier();
+}
+
+// First half: the workgroup's stores are made visible, then the count goes up.
+void grid_signal()
+{
+    if (SYNC == 1u) {
+        memoryBarrierBuffer();
+        barrier();
+        if (gl_LocalInvocationIndex == 0u) atomicAdd(p.ctl.v[0], 1u);
+        return;
+    }
+    if (SYNC == 0u)
+        controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                       gl_SemanticsAcquireRelease);
+    else
+        controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                       gl_SemanticsAcquireRelease);
+    if (gl_LocalInvocationIndex == 0u)
+        atomicAdd(p.ctl.v[0], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelease);
+}
+
+// Stages x of the step (from act slot `in_slot`) in shared memory, normalised or gated as its flags say.
+void stage_x(Step s, uint in_base)
+{
+    uint lid = gl_LocalInvocationIndex;
+    float scale = 1.0;
+    if ((s.flags & 1u) != 0u) {
+        float ss = 0.0;
+        for (uint k = lid; k < s.K; k += WG) { float v = p.act.v[in_base + k]; ss += v * v; }
+        ss = subgroupAdd(ss);
+        if (gl_SubgroupInvocationID == 0u) red[gl_SubgroupID] = ss;
+        barrier();
+        ss = 0.0;
+        for (uint i = 0u; i < gl_NumSubgroups; i++) ss += red[i];
+        scale = inversesqrt(ss / float(s.K) + 1e-6);
+    }
+    for (uint k = lid; k < s.K; k += WG) {
+        float v = p.act.v[in_base + k];
+        if ((s.flags & 2u) != 0u) {
+            float g = v, up = p.act.v[in_base + k + s.K];
+            v = g / (1.0 + exp(-g)) * up;
+        }
+        uint at = xpos(k);
+        xs[at / 4u][at % 4u] = v * scale;
+    }
+    barrier();
+}
+
+void run_step(uint s_idx, bool wait, uint target)
+{
+    uint j = (p.first + s_idx) % p.n_ops;
+    Step s = step_at(j);
+    uint in_base = ((p.first + s_idx) & 1u) * p.slot, out_base = (((p.first + s_idx) & 1u) ^ 1u) * p.slot;
+    uvec4 cur[UN], nxt[UN];
+    load_iter(s, 0u, cur);                    // requested before the wait: weights do not depend on x
+    if (wait) grid_wait(target);
+    stage_x(s, in_base);
+    uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
+    float acc = 0.0;
+    for (uint t = 0u; t < s.iters; t++) {
+        load_iter(s, t + 1u, nxt);            // the next iteration's chunks are in flight while these are summed
+        uint g = t % s.ipr;
+        [[unroll]] for (uint u = 0u; u < UN; u++) {
+            uint ch = (g * UN + u) * gl_SubgroupSize + gl_SubgroupInvocationID;
+            if (ch < s.cpr) acc += dot_chunk(cur[u], ch * EPT);
+        }
+        if (g == s.ipr - 1u) {
+            float sum = subgroupAdd(acc);
+            uint row = sg + (t / s.ipr) * nsg;
+            if (gl_SubgroupInvocationID == 0u) {
+                float r = Q4 != 0u ? F32In(s.sc).v[row] : inversesqrt(float(s.K));
+                p.act.v[out_base + row] = sum * r;
+            }
+            acc = 0.0;
+        }
+        [[unroll]] for (uint u = 0u; u < UN; u++) cur[u] = nxt[u];
+    }
+}
+
+void main()
+{
+    if (MODE == 2u) {
+        if (gl_LocalInvocationIndex == 0u) { p.ctl.v[0] = 0u; p.ctl.v[1] = 0u; }
+        return;
+    }
+    if (MODE == 3u) {
+        U32Buf o = U32Buf(uint64_t(p.w) + p.w_off);
+        for (uint i = gl_GlobalInvocationID.x; i < p.words; i += gl_NumWorkGroups.x * WG) {
+            uint h = dp_hash(uint(p.w_off / 4ul) + i);
+            if (p.kind == 0u) o.v[i] = (h & 0x83FF83FFu) | 0x38003800u;    // two halves, |v| in [0.5, 1)
+            else if (p.kind == 1u) o.v[i] = h;                               // eight nibbles
+            else o.v[i] = floatBitsToUint((0.75 + float(h & 255u) / 512.0) * 0.25 * inversesqrt(float(p.kk)));
+        }
+        return;
+    }
+    for (uint s = 0u; s < p.steps; s++) {
+        bool wait = MODE == 1u && s > 0u;
+        run_step(s, wait, s * gl_NumWorkGroups.x);
+        if (MODE == 1u && s + 1u < p.steps) grid_signal();
+        else if (s + 1u < p.steps) barrier();   // shared x is rewritten by the next step
+    }
+}
