@@ -4,26 +4,30 @@
 -- dispatches per layer). The alternative design runs a whole token, or many, in one dispatch whose
 -- workgroups stay resident and meet at grid barriers (a counter in device memory), and requests each step's
 -- weights before waiting at the barrier. This script measures that design against the dispatch chain on the
--- same GEMV code (shaders/probe/persistent_chain.comp): the projections of a decode token at a real model's
--- shapes (per layer q/k/v with the pre-norm folded in, o, gate+up with the pre-norm, down on the GLU of
--- gate+up; then the LM head), weights made on the GPU from a hash, `--tokens` tokens per submit.
--- It is a bound, not a model: no attention, RoPE or KV cache; norms without gains; 4-bit weights with one
--- scale per row. Each mode prints one JSON line; the modes' final activations must be the same bits (same
--- arithmetic), and with --check (the default for --shape tiny) they are compared with a CPU reference.
--- A persistent run needs every workgroup resident at once: --groups at most what the device holds (the
--- H100: one 1024-invocation workgroup per SM, 132); one that is not resident gives up after a spin limit
--- and the script fails rather than hang.
+-- same kernel (shaders/probe/persistent_chain.comp): the steps of a decode token at a real model's shapes
+-- (per layer q/k/v with the pre-norm folded in, attention over a fixed cache of --context positions, o,
+-- gate+up with the pre-norm, down on the GLU of gate+up; then the LM head), weights and cache made on the
+-- GPU from a hash, `--tokens` tokens per submit.
+-- It is a bound, not a model: no RoPE, KV append, residual adds or sampler; norms without gains; 4-bit
+-- weights with one scale per row. Each mode prints one JSON line; the modes' final activations must be the
+-- same bits (same arithmetic), and with --check (the default for --shape tiny) they are compared with a CPU
+-- reference. A persistent run needs every workgroup resident at once: --groups at most what the device
+-- holds (the H100: one 1024-invocation workgroup per SM, 132); one that is not resident gives up after a
+-- spin limit and the script fails rather than hang.
 local doppler = require "doppler"
 local cli = require "doppler.cli"
 local json = require "doppler.json"
 
-local SHAPES = {   -- hidden, q (attention output), q+k+v, intermediate, layers, vocab
-  llama = { hidden = 2048, q = 2048, qkv = 3072, inter = 8192, layers = 16, vocab = 128256 },   -- Llama 3.2 1B
-  gemma = { hidden = 1152, q = 1024, qkv = 1536, inter = 6912, layers = 26, vocab = 262144 },   -- Gemma 3 1B
-  tiny  = { hidden = 64, q = 64, qkv = 96, inter = 128, layers = 2, vocab = 160 },
+local SHAPES = {   -- hidden, q (attention output), q+k+v, intermediate, layers, vocab, heads, kv heads, head_dim
+  llama = { hidden = 2048, q = 2048, qkv = 3072, inter = 8192, layers = 16, vocab = 128256,     -- Llama 3.2 1B
+            heads = 32, kv_heads = 8, head_dim = 64 },
+  gemma = { hidden = 1152, q = 1024, qkv = 1536, inter = 6912, layers = 26, vocab = 262144,     -- Gemma 3 1B
+            heads = 4, kv_heads = 1, head_dim = 256 },
+  tiny  = { hidden = 64, q = 64, qkv = 128, inter = 128, layers = 2, vocab = 160, heads = 4, kv_heads = 2, head_dim = 16 },
 }
 local FILE = "probe/persistent_chain.comp"
-local NORM, GLU = 1, 2
+local NORM, GLU, ATTN = 1, 2, 4
+local MAX_P = 1024   -- the kernel's MAX_P
 
 local spec = {
   usage = "doppler recipes/bench/persistent.lua [options]",
@@ -44,6 +48,8 @@ local spec = {
     { "--sync", "KIND", "grid barrier: acquire, volatile (no acquire) or fence (the shader says how)",
       default = "fence" },
     { "--no-head", nil, "leave the LM head out of a token" },
+    { "--no-attention", nil, "GEMVs only (runs 28a-28d)" },
+    { "--context", "N", "positions the attention steps read", type = "int", default = 160, min = 1 },
     { "--check", nil, "compare with a CPU reference (slow beyond --shape tiny)" },
     { "--label", "TEXT", "extra 'label' key in every line" },
     { "--table", nil, "print a markdown table instead of JSON lines" },
@@ -58,11 +64,15 @@ local function hash(i)
   return h ~ (h >> 16)
 end
 
--- The steps of one token: { N, K, flags } per GEMV, in order.
-local function token_ops(s, head)
+-- The steps of one token: { N, K, flags } per GEMV or attention, in order.
+local function token_ops(s, head, attention, P)
   local ops = {}
   for _ = 1, s.layers do
     ops[#ops + 1] = { N = s.qkv, K = s.hidden, flags = NORM, name = "qkv" }
+    if attention then
+      ops[#ops + 1] = { N = s.q, K = s.q, flags = ATTN, name = "attention", hd = s.head_dim, heads = s.heads,
+                        kv = s.kv_heads, P = P }
+    end
     ops[#ops + 1] = { N = s.hidden, K = s.q, flags = 0, name = "o" }
     ops[#ops + 1] = { N = 2 * s.inter, K = s.hidden, flags = NORM, name = "gate_up" }
     ops[#ops + 1] = { N = s.hidden, K = s.inter, flags = GLU, name = "down" }
@@ -84,18 +94,26 @@ local function align(v, a) return (v + a - 1) // a * a end
 -- Lays the weights out (each matrix, then its row scales for q4) and fills them on the GPU.
 local function make_weights(dev, ops, q4, init)
   local off = 0
+  local function wbytes(op)   -- a GEMV's weights, or an attention step's f16 keys (and as many values)
+    if op.flags & ATTN ~= 0 then return op.P * op.kv * op.hd * 2 end
+    return op.N * op.K * (q4 and 1 or 2) // (q4 and 2 or 1)
+  end
   for _, op in ipairs(ops) do
     op.w_off = off
-    off = align(off + op.N * op.K // (q4 and 2 or 1) * (q4 and 1 or 2), 256)
-    if q4 then op.s_off = off; off = align(off + 4 * op.N, 256) else op.s_off = 0 end
+    off = align(off + wbytes(op), 256)
+    if op.flags & ATTN ~= 0 then op.s_off = off; off = align(off + wbytes(op), 256)
+    elseif q4 then op.s_off = off; off = align(off + 4 * op.N, 256) else op.s_off = 0 end
   end
   local w = dev:tensor { dtype = "u8", shape = { math.max(off, 256) } }
   local rec = dev:recorder()
   for _, op in ipairs(ops) do
-    local wbytes = op.N * op.K * (q4 and 1 or 2) // (q4 and 2 or 1)
-    local push = { w = w, w_off = op.w_off, words = wbytes // 4, kind = q4 and 1 or 0, kk = op.K }
+    local attn = op.flags & ATTN ~= 0
+    local push = { w = w, w_off = op.w_off, words = wbytes(op) // 4, kind = (q4 and not attn) and 1 or 0, kk = op.K }
     rec:dispatch(init, { 1024 }, push_of(push))
-    if q4 then
+    if attn then
+      push.w_off = op.s_off
+      rec:dispatch(init, { 1024 }, push_of(push))
+    elseif q4 then
       push.w_off, push.words, push.kind = op.s_off, op.N, 2
       rec:dispatch(init, { 64 }, push_of(push))
     end
@@ -111,9 +129,34 @@ local function reference(ops, q4, x0, steps)
     local e, m = (bits >> 10) & 31, bits & 1023
     return sign * (1 + m / 1024) * 2.0 ^ (e - 15)
   end
+  local function half(off, e)   -- element e of the f16 region at byte offset off
+    local h = hash(off // 4 + e // 2)
+    return f16(((e % 2 == 0) and h or (h >> 16)) & 0x83FF | 0x3800)
+  end
+  local function attention(op, q)
+    local y, group = {}, op.heads // op.kv
+    for h = 0, op.heads - 1 do
+      local kvh, sc, m = h // group, {}, -math.huge
+      for t = 0, op.P - 1 do
+        local d = 0
+        for i = 0, op.hd - 1 do d = d + q[h * op.hd + i + 1] * half(op.w_off, (t * op.kv + kvh) * op.hd + i) end
+        sc[t] = d / math.sqrt(op.hd)
+        m = math.max(m, sc[t])
+      end
+      local l = 0
+      for t = 0, op.P - 1 do sc[t] = math.exp(sc[t] - m); l = l + sc[t] end
+      for i = 0, op.hd - 1 do
+        local o = 0
+        for t = 0, op.P - 1 do o = o + sc[t] * half(op.s_off, (t * op.kv + kvh) * op.hd + i) end
+        y[h * op.hd + i + 1] = o / l
+      end
+    end
+    return y
+  end
   local x = x0
   for s = 0, steps - 1 do
     local op = ops[s % #ops + 1]
+    if op.flags & ATTN ~= 0 then x = attention(op, x) goto continue end
     local K, xv = op.K, {}
     local scale = 1
     if op.flags & NORM ~= 0 then
@@ -144,6 +187,7 @@ local function reference(ops, q4, x0, steps)
       y[n + 1] = acc * r
     end
     x = y
+    ::continue::
   end
   return x
 end
@@ -196,6 +240,10 @@ local function main(argv)
     end
     modes[#modes + 1] = m
   end
+  if o.context > MAX_P then error(("--context %d: the kernel holds at most %d positions"):format(o.context, MAX_P), 0) end
+  if o.wg < s.head_dim and not o.no_attention then
+    error(("--wg %d: the attention step needs at least head_dim = %d invocations"):format(o.wg, s.head_dim), 0)
+  end
   local dev = doppler.device()
   local caps = dev:caps()
   if o.wg > caps.max_wg_invocations then
@@ -213,14 +261,14 @@ local function main(argv)
   local rows = {}
   for _, mode in ipairs(modes) do
     local sync = mode == "sync"
-    c.ops = sync and {} or token_ops(s, not o.no_head)
+    c.ops = sync and {} or token_ops(s, not o.no_head, not o.no_attention, o.context)
     if sync then   -- empty steps (no rows), each staging an x of 32 values: what ordering alone costs
       for i = 1, 4 * s.layers do c.ops[i] = { N = 0, K = 32, flags = 0, name = "empty" } end
     end
     c.w, c.wbytes = make_weights(dev, c.ops, q4, init)
     local max_k = 32
     for _, op in ipairs(c.ops) do max_k = math.max(max_k, op.K) end
-    local shared = 4 * (max_k + (q4 and max_k // 8 or 0) + o.wg)   -- the kernel's xs (padded for q4) and red
+    local shared = 4 * (max_k + (q4 and max_k // 8 or 0) + o.wg + MAX_P)   -- the kernel's xs (padded for q4), red, sc
     if shared > caps.max_shared_memory then
       error(("a K of %d and --wg %d need %d bytes of shared memory; the device has %d"):format(max_k, o.wg,
         shared, caps.max_shared_memory), 0)
@@ -230,10 +278,11 @@ local function main(argv)
     for _, op in ipairs(c.ops) do c.slot = math.max(c.slot, op.N, 2 * op.K) end
     local tab = {}
     for _, op in ipairs(c.ops) do
-      tab[#tab + 1] = string.pack("<I4I4I4I4I4I4I4I4", op.w_off & 0xffffffff, op.w_off >> 32, op.N, op.K,
-                                  op.flags, op.s_off & 0xffffffff, op.s_off >> 32, 0)
+      tab[#tab + 1] = string.pack("<I4I4I4I4I4I4I4I4I4I4I4I4", op.w_off & 0xffffffff, op.w_off >> 32, op.N, op.K,
+                                  op.flags, op.s_off & 0xffffffff, op.s_off >> 32, 0,
+                                  op.hd or 0, op.heads or 0, op.kv or 0, op.P or 0)
     end
-    c.opt = dev:tensor { dtype = "u8", shape = { #tab * 32 } }
+    c.opt = dev:tensor { dtype = "u8", shape = { #tab * 48 } }
     c.opt:upload(table.concat(tab))
     c.act = dev:tensor { dtype = "f32", shape = { 2 * c.slot } }
     c.ctl = dev:tensor { dtype = "u8", shape = { 256 } }
@@ -251,10 +300,14 @@ local function main(argv)
       local sec, y, st = run_mode(dev, k, o, m, c)
       local steps = o.tokens * #c.ops
       local bytes = 0
-      for _, op in ipairs(c.ops) do bytes = bytes + op.N * op.K * (q4 and 0.5 or 2) + (q4 and 4 * op.N or 0) end
+      for _, op in ipairs(c.ops) do
+        if op.flags & ATTN ~= 0 then bytes = bytes + 2 * op.P * op.kv * op.hd * 2
+        else bytes = bytes + op.N * op.K * (q4 and 0.5 or 2) + (q4 and 4 * op.N or 0) end
+      end
       local r = {
         probe = "persistent_chain", mode = sync and ("sync_" .. m) or m, shape = o.shape, weights = o.weights,
-        head = not o.no_head, tokens = o.tokens, runs = o.runs, steps_per_token = #c.ops,
+        head = not o.no_head, attention = not o.no_attention, context = o.context, tokens = o.tokens,
+        runs = o.runs, steps_per_token = #c.ops,
         groups = m == "persistent" and c.groups or c.dgroups, wg = o.wg, un = o.un, sync = o.sync,
         weight_bytes_per_token = math.floor(bytes),
         ms_per_token = sec * 1e3 / o.tokens, us_per_step = sec * 1e6 / steps,

@@ -9,14 +9,18 @@
 //     barrier, a counter in device memory that each workgroup increments and then polls. Before it polls, a
 //     workgroup requests its first weights of the next step: weights do not depend on the activations, so
 //     their memory latency overlaps the wait.
-// What the probe leaves out of a real megakernel: attention, RoPE and the KV cache; the norms are folded into
-// the GEMV that reads them (each workgroup sums the squares of x itself); its 4-bit format is one f32 scale
-// per row, not Q4_K's blocks.
+// What the probe leaves out of a real megakernel: RoPE, the KV cache's append (attention reads a fixed cache
+// of `P` positions), residual adds and sampling; the norms are folded into the GEMV that reads them (each
+// workgroup sums the squares of x itself); its 4-bit format is one f32 scale per row, not Q4_K's blocks.
 // Weights are made on the GPU by MODE 3 (a hash of the word index; recipes/bench/persistent.lua repeats it on
 // the CPU for its check).
 //
-// Steps: ops[j] = two uvec4: (weight byte offset lo, hi, N, K), (flags, scale byte offset lo, hi, 0); flags
-// bit 0: x is RMS-normalised first (no gain); bit 1: x[k] = silu(a[k]) * a[k + K] of the input a (GLU).
+// Steps: ops[j] = three uvec4: (weight byte offset lo, hi, N, K), (flags, scale byte offset lo, hi, 0),
+// (head_dim, heads, kv_heads, P); flags bit 0: x is RMS-normalised first (no gain); bit 1: x[k] = silu(a[k]) *
+// a[k + K] of the input a (GLU); bit 2: an attention step instead of a GEMV (below).
+// Attention step: x (K = heads * head_dim) holds each head's query; the f16 keys and values of P positions are
+// [P, kv_heads, head_dim] at the weight offset and at the scale offset. Workgroup g takes heads g, g + G, ...:
+// y[h, :] = softmax_p(q_h . k_p / sqrt(head_dim)) v_p, with kv head h / (heads / kv_heads).
 // Step s of the dispatch (s = 0, 1, ...: token s / n_ops, op s % n_ops) reads act slot (first + s) & 1 and
 // writes the other; a slot holds `slot` floats. y[n] = (sum_k W[n, k] x[k]) * r[n], with r[n] = 1/sqrt(K)
 // for f16 weights and the row's f32 scale for 4-bit ones (nibble - 8, 32 per uvec4, low nibble first).
@@ -72,7 +76,9 @@ const uint EPT = Q4 != 0u ? 32u : 8u;   // weights per 16-byte chunk
 const uint XPAD = Q4 != 0u ? 4u : 0u;
 shared vec4 xs[MAX_K / 4u + (MAX_K / EPT) * XPAD / 4u];
 uint xpos(uint k) { return k + (k / EPT) * XPAD; }
-shared float red[WG];   // one partial per subgroup (WG bounds their number)
+shared float red[WG];   // one partial per subgroup (WG bounds their number); the attention's V partials
+const uint MAX_P = 1024u;
+shared float sc[MAX_P]; // the attention's scores, then weights
 
 uint dp_hash(uint i)
 {
@@ -82,19 +88,20 @@ uint dp_hash(uint i)
 }
 
 // Weights of one step as seen by this subgroup: rows sg, sg + nsg, ...; each row in groups of SG * UN chunks.
-struct Step { uint64_t w; uint64_t sc; uint N; uint K; uint flags; uint cpr; uint ipr; uint iters; };
+struct Step { uint64_t w; uint64_t sc; uint N; uint K; uint flags; uint cpr; uint ipr; uint iters; uvec4 at; };
 
 Step step_at(uint j)
 {
-    uvec4 a = p.ops.v[2u * j], b = p.ops.v[2u * j + 1u];
+    uvec4 a = p.ops.v[3u * j], b = p.ops.v[3u * j + 1u];
     Step s;
+    s.at = p.ops.v[3u * j + 2u];
     s.w = uint64_t(p.w) + packUint2x32(a.xy);
     s.sc = uint64_t(p.w) + packUint2x32(b.yz);
     s.N = a.z; s.K = a.w; s.flags = b.x;
     s.cpr = s.K / EPT;
     s.ipr = (s.cpr + gl_SubgroupSize * UN - 1u) / (gl_SubgroupSize * UN);
     uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
-    uint rows = sg < s.N ? (s.N - sg + nsg - 1u) / nsg : 0u;
+    uint rows = sg < s.N && (s.flags & 4u) == 0u ? (s.N - sg + nsg - 1u) / nsg : 0u;
     s.iters = rows * s.ipr;
     return s;
 }
@@ -111,24 +118,29 @@ void load_iter(Step s, uint t, inout uvec4 c[UN])
     }
 }
 
-float dot_chunk(uvec4 c, uint k0)
+// 8 f16 weights (or keys) against x[k0 .. k0 + 8) (k0 a multiple of 8).
+float dot_f16(uvec4 c, uint k0)
 {
     uint b = xpos(k0) / 4u;
+    vec4 x0 = xs[b], x1 = xs[b + 1u];
+    vec2 h0 = unpackHalf2x16(c.x), h1 = unpackHalf2x16(c.y), h2 = unpackHalf2x16(c.z), h3 = unpackHalf2x16(c.w);
+    return h0.x * x0.x + h0.y * x0.y + h1.x * x0.z + h1.y * x0.w
+         + h2.x * x1.x + h2.y * x1.y + h3.x * x1.z + h3.y * x1.w;
+}
+
+// One 16-byte chunk of a weight row against x[k0 .. k0 + EPT).
+float dot_chunk(uvec4 c, uint k0)
+{
+    if (Q4 == 0u) return dot_f16(c, k0);
+    uint b = xpos(k0) / 4u;
     float a = 0.0;
-    if (Q4 != 0u) {
-        [[unroll]] for (uint q = 0u; q < 4u; q++) {
-            vec4 lo = xs[b + 2u * q], hi = xs[b + 2u * q + 1u];
-            uint w = c[q];
-            a += (float(w & 15u) - 8.0) * lo.x + (float((w >> 4u) & 15u) - 8.0) * lo.y
-               + (float((w >> 8u) & 15u) - 8.0) * lo.z + (float((w >> 12u) & 15u) - 8.0) * lo.w
-               + (float((w >> 16u) & 15u) - 8.0) * hi.x + (float((w >> 20u) & 15u) - 8.0) * hi.y
-               + (float((w >> 24u) & 15u) - 8.0) * hi.z + (float(w >> 28u) - 8.0) * hi.w;
-        }
-    } else {
-        vec4 x0 = xs[b], x1 = xs[b + 1u];
-        vec2 h0 = unpackHalf2x16(c.x), h1 = unpackHalf2x16(c.y), h2 = unpackHalf2x16(c.z), h3 = unpackHalf2x16(c.w);
-        a = h0.x * x0.x + h0.y * x0.y + h1.x * x0.z + h1.y * x0.w
-          + h2.x * x1.x + h2.y * x1.y + h3.x * x1.z + h3.y * x1.w;
+    [[unroll]] for (uint q = 0u; q < 4u; q++) {
+        vec4 lo = xs[b + 2u * q], hi = xs[b + 2u * q + 1u];
+        uint w = c[q];
+        a += (float(w & 15u) - 8.0) * lo.x + (float((w >> 4u) & 15u) - 8.0) * lo.y
+           + (float((w >> 8u) & 15u) - 8.0) * lo.z + (float((w >> 12u) & 15u) - 8.0) * lo.w
+           + (float((w >> 16u) & 15u) - 8.0) * hi.x + (float((w >> 20u) & 15u) - 8.0) * hi.y
+           + (float((w >> 24u) & 15u) - 8.0) * hi.z + (float(w >> 28u) - 8.0) * hi.w;
     }
     return a;
 }
@@ -218,6 +230,58 @@ void stage_x(Step s, uint in_base)
     barrier();
 }
 
+// A workgroup-wide reduction (max or sum) of one value per invocation.
+float wg_reduce(float v, bool is_max)
+{
+    v = is_max ? subgroupMax(v) : subgroupAdd(v);
+    barrier();   // red may still be read by the reduction before
+    if (gl_SubgroupInvocationID == 0u) red[gl_SubgroupID] = v;
+    barrier();
+    float r = red[0];
+    for (uint i = 1u; i < gl_NumSubgroups; i++) r = is_max ? max(r, red[i]) : r + red[i];
+    return r;
+}
+
+// The attention step (flags bit 2), on x staged in xs.
+void attention_step(Step s, uint out_base)
+{
+    uint hd = s.at.x, heads = s.at.y, group = s.at.y / s.at.z, P = s.at.w, lid = gl_LocalInvocationIndex;
+    float scale = inversesqrt(float(hd));
+    for (uint h = gl_WorkGroupID.x; h < heads; h += gl_NumWorkGroups.x) {
+        uint kvh = h / group;
+        // scores: one position per invocation at a time, the key read as hd / 8 uvec4s
+        float m = -1e30;
+        for (uint t = lid; t < P; t += WG) {
+            V4In kr = V4In(s.w + (uint64_t(t) * uint64_t(s.at.z) + uint64_t(kvh)) * uint64_t(hd) * 2ul);
+            float d = 0.0;
+            for (uint c = 0u; c < hd / 8u; c++) d += dot_f16(kr.v[c], h * hd + 8u * c);
+            sc[t] = d * scale;
+            m = max(m, d * scale);
+        }
+        m = wg_reduce(m, true);
+        float l = 0.0;
+        for (uint t = lid; t < P; t += WG) { float e = exp(sc[t] - m); sc[t] = e; l += e; }
+        l = wg_reduce(l, false);   // its barriers also publish sc
+        // values: invocation i sums dimension i % hd over positions i / hd, i / hd + WG / hd, ...
+        uint d = lid % hd, slice = lid / hd, slices = WG / hd;
+        float acc = 0.0;
+        if (slice < slices) {
+            U16In vr = U16In(s.sc);
+            for (uint t = slice; t < P; t += slices)
+                acc += sc[t] * unpackHalf2x16(uint(vr.v[(t * s.at.z + kvh) * hd + d])).x;
+        }
+        barrier();
+        red[lid] = acc;
+        barrier();
+        if (lid < hd) {
+            float o = 0.0;
+            for (uint i = 0u; i < slices; i++) o += red[i * hd + lid];
+            p.act.v[out_base + h * hd + lid] = o / l;
+        }
+        barrier();   // sc and red are rewritten by the next head
+    }
+}
+
 void run_step(uint s_idx, bool wait, uint target)
 {
     uint j = (p.first + s_idx) % p.n_ops;
@@ -227,6 +291,7 @@ void run_step(uint s_idx, bool wait, uint target)
     load_iter(s, 0u, cur);                    // requested before the wait: weights do not depend on x
     if (wait) grid_wait(target);
     stage_x(s, in_base);
+    if ((s.flags & 4u) != 0u) { attention_step(s, out_base); return; }
     uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
     float acc = 0.0;
     for (uint t = 0u; t < s.iters; t++) {

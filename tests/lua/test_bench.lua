@@ -177,15 +177,17 @@ check.case("copy_bandwidth.lua: checked copies, GB/s from timestamps and the wal
   check.truthy(out:match("^| device | bytes | groups |") and out:match("\n| [^\n]* | 33 | 1 | 256 | 4 |"), "table:\n" .. out)
 end)
 
-check.case("persistent.lua: the GEMV chain as dispatches and as one persistent dispatch, against a CPU reference", function()
+check.case("persistent.lua: a token's GEMV and attention steps as dispatches and as one persistent dispatch, against a CPU reference", function()
   -- The persistent mode runs one workgroup here: llvmpipe ends an invocation's loops once their trips together
   -- pass 65535, so a grid barrier's poll between workgroups cannot be relied on (the shader's header; the
   -- H100 runs compare the modes bit for bit). The dispatch mode uses three. The script fails on a wrong output.
   for _, w in ipairs({ "f16", "q4" }) do
+    -- 3 dispatch-mode workgroups for 4 heads, and 80 positions for 64 invocations: both loops run twice
     local rows = bench("persistent", { "--shape", "tiny", "--weights", w, "--tokens", "3", "--runs", "1", "--wg", "64",
-                                      "--groups", "1", "--dispatch-groups", "3", "--modes", "dispatch,persistent,sync" })
+                                      "--groups", "1", "--dispatch-groups", "3", "--modes", "dispatch,persistent,sync",
+                                      "--context", "80" })
     check.eq(#rows, 4, "dispatch, persistent, and the sync pair")
-    local steps = 2 * 4 + 1   -- tiny: 2 layers of 4 GEMVs, then the head
+    local steps = 2 * 5 + 1   -- tiny: 2 layers of 4 GEMVs and an attention step, then the head
     for i, mode in ipairs({ "dispatch", "persistent", "sync_dispatch", "sync_persistent" }) do
       local r = rows[i]
       check.eq(r.mode, mode, "mode")
@@ -207,12 +209,16 @@ check.case("persistent.lua: the GEMV chain as dispatches and as one persistent d
   end
   -- every grid barrier's variant computes the same bits (here with one workgroup: see above)
   for _, sync in ipairs({ "acquire", "volatile" }) do
-    local rows = bench("persistent", { "--shape", "tiny", "--tokens", "2", "--runs", "1", "--wg", "64", "--sync", sync })
+    local rows = bench("persistent", { "--shape", "tiny", "--tokens", "2", "--runs", "1", "--wg", "64", "--sync", sync,
+                                      "--context", "8" })
     check.eq(#rows, 2, sync .. ": dispatch and persistent")
     check.eq(rows[2].sync, sync, "sync")
   end
+  local rows = bench("persistent", { "--shape", "tiny", "--tokens", "2", "--runs", "1", "--wg", "64", "--no-attention" })
+  check.eq(rows[2].steps_per_token, 2 * 4 + 1, "--no-attention: the GEMVs only")
+  check.truthy(rows[2].attention == false and type(rows[2].check_max_rel_err) == "number", "checked without attention")
   local out = check.must_run({ "recipes/bench/persistent.lua", "--shape", "tiny", "--tokens", "1", "--runs", "1",
-                               "--wg", "64", "--table" })
+                               "--wg", "64", "--context", "8", "--table" })
   check.truthy(out:match("^| device | shape | weights | mode |") and out:match("\n| [^\n]* | tiny | f16 | persistent | fence | 1 | 64 |"),
                "table:\n" .. out)
   local ok, _, e = check.run({ "recipes/bench/persistent.lua", "--shape", "huge" })
@@ -221,6 +227,8 @@ check.case("persistent.lua: the GEMV chain as dispatches and as one persistent d
   check.truthy(not ok and e:match("not persistent, dispatch or sync"), "bad mode: " .. e)
   ok, _, e = check.run({ "recipes/bench/persistent.lua", "--shape", "tiny", "--sync", "none" })
   check.truthy(not ok and e:match("not acquire, volatile or fence"), "bad sync: " .. e)
+  ok, _, e = check.run({ "recipes/bench/persistent.lua", "--shape", "tiny", "--context", "5000" })
+  check.truthy(not ok and e:match("at most 1024 positions"), "too long a context: " .. e)
 end)
 
 check.case("--profile: GPU time per kernel per token, submits, readback, device memory", function()
