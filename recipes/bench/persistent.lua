@@ -175,12 +175,7 @@ local function reference(ops, q4, x0, steps)
       for k = 0, K - 1 do
         local e = n * K + k
         local wv
-        if q4 then
-          wv = ((hash(op.w_off // 4 + e // 8) >> (4 * (e % 8))) & 15) - 8
-        else
-          local h = hash(op.w_off // 4 + e // 2)
-          wv = f16(((e % 2 == 0) and h or (h >> 16)) & 0x83FF | 0x3800)
-        end
+        if q4 then wv = ((hash(op.w_off // 4 + e // 8) >> (4 * (e % 8))) & 15) - 8 else wv = half(op.w_off, e) end
         acc = acc + wv * xv[k + 1]
       end
       local r = q4 and (0.75 + (hash(op.s_off // 4 + n) & 255) / 512) * 0.25 / math.sqrt(K) or 1 / math.sqrt(K)
@@ -287,12 +282,12 @@ local function main(argv)
     c.act = dev:tensor { dtype = "f32", shape = { 2 * c.slot } }
     c.ctl = dev:tensor { dtype = "u8", shape = { 256 } }
     c.ctl:upload(string.rep("\0", 256))
-    local xv = {}
+    local xv, x0_bytes = {}, {}   -- the first step's input: seeded values, exact in f32 (the reference reads xv)
     math.randomseed(1)
-    for i = 1, 2 * c.slot do xv[i] = i <= c.slot and (2 * math.random() - 1) or 0 end
-    c.x0 = xv
-    local x0_bytes = {}
-    for i = 1, 2 * c.slot do x0_bytes[i] = string.pack("<f", xv[i]) end
+    for i = 1, 2 * c.slot do
+      x0_bytes[i] = string.pack("<f", i <= c.slot and (2 * math.random() - 1) or 0)
+      xv[i] = string.unpack("<f", x0_bytes[i])
+    end
     c.x0 = table.concat(x0_bytes)
 
     local sub = sync and { "dispatch", "persistent" } or { mode }

@@ -203,7 +203,7 @@ void grid_signal()
         atomicAdd(p.ctl.v[0], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelease);
 }
 
-// Stages x of the step (from act slot `in_slot`) in shared memory, normalised or gated as its flags say.
+// Stages x of the step (the act slot at in_base) in shared memory, normalised or gated as its flags say.
 void stage_x(Step s, uint in_base)
 {
     uint lid = gl_LocalInvocationIndex;
