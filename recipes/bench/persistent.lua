@@ -49,6 +49,7 @@ local spec = {
       default = "fence" },
     { "--no-head", nil, "leave the LM head out of a token" },
     { "--no-attention", nil, "GEMVs only (runs 28a-28d)" },
+    { "--no-norm", nil, "the GEMVs read x as it is (no RMS norm folded in): what the fold costs" },
     { "--context", "N", "positions the attention steps read", type = "int", default = 160, min = 1 },
     { "--check", nil, "compare with a CPU reference (slow beyond --shape tiny)" },
     { "--label", "TEXT", "extra 'label' key in every line" },
@@ -65,7 +66,8 @@ local function hash(i)
 end
 
 -- The steps of one token: { N, K, flags } per GEMV or attention, in order.
-local function token_ops(s, head, attention, P)
+local function token_ops(s, head, attention, P, norm)
+  local NORM = norm and NORM or 0
   local ops = {}
   for _ = 1, s.layers do
     ops[#ops + 1] = { N = s.qkv, K = s.hidden, flags = NORM, name = "qkv" }
@@ -256,7 +258,7 @@ local function main(argv)
   local rows = {}
   for _, mode in ipairs(modes) do
     local sync = mode == "sync"
-    c.ops = sync and {} or token_ops(s, not o.no_head, not o.no_attention, o.context)
+    c.ops = sync and {} or token_ops(s, not o.no_head, not o.no_attention, o.context, not o.no_norm)
     if sync then   -- empty steps (no rows), each staging an x of 32 values: what ordering alone costs
       for i = 1, 4 * s.layers do c.ops[i] = { N = 0, K = 32, flags = 0, name = "empty" } end
     end
@@ -301,7 +303,8 @@ local function main(argv)
       end
       local r = {
         probe = "persistent_chain", mode = sync and ("sync_" .. m) or m, shape = o.shape, weights = o.weights,
-        head = not o.no_head, attention = not o.no_attention, context = o.context, tokens = o.tokens,
+        head = not o.no_head, attention = not o.no_attention, norm = not o.no_norm, context = o.context,
+        tokens = o.tokens,
         runs = o.runs, steps_per_token = #c.ops,
         groups = m == "persistent" and c.groups or c.dgroups, wg = o.wg, un = o.un, sync = o.sync,
         weight_bytes_per_token = math.floor(bytes),

@@ -214,7 +214,9 @@ check.case("persistent.lua: a token's GEMV and attention steps as dispatches and
     check.eq(#rows, 2, sync .. ": dispatch and persistent")
     check.eq(rows[2].sync, sync, "sync")
   end
-  local rows = bench("persistent", { "--shape", "tiny", "--tokens", "2", "--runs", "1", "--wg", "64", "--no-attention" })
+  local rows = bench("persistent", { "--shape", "tiny", "--tokens", "2", "--runs", "1", "--wg", "64", "--no-attention",
+                                    "--no-norm" })
+  check.truthy(rows[2].norm == false, "--no-norm")
   check.eq(rows[2].steps_per_token, 2 * 4 + 1, "--no-attention: the GEMVs only")
   check.truthy(rows[2].attention == false and type(rows[2].check_max_rel_err) == "number", "checked without attention")
   local out = check.must_run({ "recipes/bench/persistent.lua", "--shape", "tiny", "--tokens", "1", "--runs", "1",
