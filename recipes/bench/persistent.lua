@@ -249,6 +249,12 @@ local function main(argv)
   local cpu = caps.type == "cpu"
   local c = { groups = o.groups > 0 and o.groups or (cpu and 1 or 132) }
   c.dgroups = o.dispatch_groups > 0 and o.dispatch_groups or c.groups
+  local wants_grid = false
+  for _, m in ipairs(modes) do wants_grid = wants_grid or m ~= "dispatch" end
+  if cpu and c.groups > 1 and wants_grid then   -- see the shader: llvmpipe ends long polls early
+    error(("--groups %d: a CPU device (%s) cannot hold a grid barrier between workgroups; use --groups 1"):format(
+      c.groups, caps.name), 0)
+  end
   local function kern(mode, max_k)
     return dev:kernel { file = FILE, constants = { WG = o.wg, UN = o.un, Q4 = q4 and 1 or 0, MODE = mode,
                                                    MAX_K = max_k, SYNC = SYNC[o.sync] } }

@@ -229,6 +229,10 @@ check.case("persistent.lua: a token's GEMV and attention steps as dispatches and
   check.truthy(not ok and e:match("not persistent, dispatch or sync"), "bad mode: " .. e)
   ok, _, e = check.run({ "recipes/bench/persistent.lua", "--shape", "tiny", "--sync", "none" })
   check.truthy(not ok and e:match("not acquire, volatile or fence"), "bad sync: " .. e)
+  if doppler.device():caps().type == "cpu" then
+    ok, _, e = check.run({ "recipes/bench/persistent.lua", "--shape", "tiny", "--groups", "2" })
+    check.truthy(not ok and e:match("cannot hold a grid barrier"), "a grid barrier on a CPU device: " .. e)
+  end
   ok, _, e = check.run({ "recipes/bench/persistent.lua", "--shape", "tiny", "--context", "5000" })
   check.truthy(not ok and e:match("at most 1024 positions"), "too long a context: " .. e)
 end)
