@@ -53,11 +53,33 @@
 //   product taken on the integer dot-product units (dp_quant_x8.glsl; the device needs integer_dot). The
 //   result is then W · x8 with x8 within d / 2 of x per group (d = max |x| / 127 of the group), or with
 //   two planes within d / 508, not W · x; UN sums alike for every value here too.
+// DP_PRENORM (with DP_XQ8; fusion norm_gate_up, lua/lib/doppler/fusions.lua): the norm that feeds this GEMV
+//   computed by the staging instead of a dispatch of its own. x is then the residual stream and the push adds
+//   ra (the branch output a, ACT [T, K], rows K apart), nw1 / nw2 (norm weights, W [K]), r (ACT [T, K], out)
+//   and eps1, off1, eps2, off2:
+//     DP_PRENORM=1 (add_rmsnorm):   y = x + a
+//     DP_PRENORM=2 (norm_add_norm): y = x + rmsnorm(a; nw1, eps1, off1), the normed a rounded to ACT first
+//   y is rounded to ACT as the unfused kernels store it, and the workgroups of row block 0 store it to r (the
+//   new residual stream; r must not alias x or ra). The GEMV's input is h = rmsnorm(y; nw2, eps2, off2), but
+//   the staging quantises u = y * (off2 + nw2) and the dot products are scaled by 1 / rms(y) at the end:
+//   scaling commutes with the per-group int8 quantisation, so no workgroup waits for the sum of y^2 before
+//   its dot products (the subgroups' partial sums cross the barrier the staging has anyway). With
+//   DP_PRENORM=2 the sum of a^2 is reduced before y is formed: one barrier more, behind the weights' loads.
+//   Why: a norm as its own dispatch costs ~4-5 us on the H100, most of it ordering (docs/BENCHMARKS.md 29b);
+//   the staging reads 1-2 more vectors of K values from L2. The result differs from the unfused chain's by
+//   roundings only (h is never rounded to ACT; the sums of squares go in another order).
+//   Needs a subgroup size >= 8 (pn_ss) and T rows of a K apart.
 // [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
 // arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#ifdef DP_PRENORM
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#ifndef DP_XQ8
+#error "DP_PRENORM needs DP_XQ8 (the norm is folded into the staging of x)"
+#endif
+#endif
 #include "dp_types.glsl"
 #include "dp_quant.glsl"
 #ifdef DP_XQ8
@@ -100,6 +122,16 @@ layout(push_constant) uniform Push {
     uint w_row_blocks;
 #ifdef DP_GLU
     uint kind;
+#endif
+#ifdef DP_PRENORM
+    ACT_In  ra;
+    W_In    nw1;
+    W_In    nw2;
+    ACT_Out r;
+    float   eps1;
+    float   off1;
+    float   eps2;
+    float   off2;
 #endif
 } p;
 
@@ -177,6 +209,118 @@ void stage_x8(uint t0, uint xs, bool vec)
         x8s[t * XG + g] = x8_quantise16(v);
     }
 }
+
+#ifdef DP_PRENORM
+#if DP_PRENORM != 1 && DP_PRENORM != 2
+#error "DP_PRENORM is 1 (add_rmsnorm) or 2 (norm_add_norm)"
+#endif
+const uint PN_SG = WG / 8u;              // subgroups per workgroup at most (subgroup size >= 8)
+shared float pn_ss[2u * TT * PN_SG];     // [0, TT * PN_SG): sums of a^2; then sums of y^2, per subgroup
+
+float pn_round(float v) { return float(ACT_T(v)); }
+
+// The sum over the workgroup of each thread's v (token t's slot of pn_ss at base): subgroup sums are written
+// by the subgroups' first lanes; the caller reads them after a barrier (pn_total).
+void pn_publish(uint base, uint t, float v)
+{
+    const float s = subgroupAdd(v);
+    if (subgroupElect()) pn_ss[base + t * PN_SG + gl_SubgroupID] = s;
+}
+
+float pn_total(uint base, uint t)
+{
+    float s = 0.0;
+    for (uint g = 0u; g < gl_NumSubgroups; ++g) s += pn_ss[base + t * PN_SG + g];
+    return s;
+}
+
+// 4 values of a norm weight from element k on (element loads).
+vec4 pn_w4(W_In w, uint k) { return vec4(w_load(w, k), w_load(w, k + 1u), w_load(w, k + 2u), w_load(w, k + 3u)); }
+
+// The same, one 16-byte load for f32 weights (w 16-byte aligned, k % 4 == 0). Why vector loads: with a group
+// of 16 values per invocation, element loads put every lane of a warp on another 32-byte sector for each of
+// 16 load instructions; gate+up then spent ~7 us more per call on them (docs/BENCHMARKS.md 29d).
+vec4 pn_w4v(W_In w, uint k)
+{
+#ifdef DP_W_F32
+    return uintBitsToFloat(DP_RAW16_In(uint64_t(w) + uint64_t(k) * 4ul).v[0]);
+#else
+    return pn_w4(w, k);
+#endif
+}
+
+// stage_x8 for DP_PRENORM: x8s <- u = y * (off2 + nw2) of the workgroup's TT tokens (the header), the residual
+// y to r by row block 0, and each subgroup's sum of y^2 to pn_ss (read after the caller's barrier). With vec,
+// x and a are read as stage_x8 reads x (16-byte loads) and f32 norm weights 16 bytes at a time (pn_w4v).
+void stage_x8_prenorm(uint t0, uint xs, bool writer, bool vec)
+{
+    const uint K = p.K, G = K / 16u;
+    float inv1[TT];
+#if DP_PRENORM == 2
+    // rmsnorm(a)'s scale: the sum of a^2 over the workgroup first
+    {
+        float ss[TT];
+        [[unroll]] for (uint t = 0u; t < TT; ++t) ss[t] = 0.0;
+        for (uint i = gl_LocalInvocationID.x; i < TT * G; i += WG) {
+            const uint t = i / G, g = i % G;
+            const uint64_t arow = uint64_t(p.ra) + uint64_t(min(t0 + t, p.T - 1u)) * uint64_t(K) * ACT_BYTES;
+            float av[16];
+            if (vec) x_unpack16(x_fetch16(arow, 16u * g), av);
+            else     x16_elements(arow, 16u * g, av);
+            float s = 0.0;
+            [[unroll]] for (uint e = 0u; e < 16u; ++e) s += av[e] * av[e];
+            [[unroll]] for (uint tt = 0u; tt < TT; ++tt) if (tt == t) ss[tt] += s;
+        }
+        [[unroll]] for (uint t = 0u; t < TT; ++t) pn_publish(0u, t, ss[t]);
+        barrier();
+        [[unroll]] for (uint t = 0u; t < TT; ++t) inv1[t] = inversesqrt(pn_total(0u, t) / float(K) + p.eps1);
+    }
+#else
+    [[unroll]] for (uint t = 0u; t < TT; ++t) inv1[t] = 1.0;
+#endif
+    float ss2[TT];
+    [[unroll]] for (uint t = 0u; t < TT; ++t) ss2[t] = 0.0;
+    for (uint i = gl_LocalInvocationID.x; i < TT * G; i += WG) {
+        const uint t = i / G, g = i % G, tok = min(t0 + t, p.T - 1u);
+        const uint64_t xrow = uint64_t(p.x) + uint64_t(tok) * uint64_t(xs) * ACT_BYTES;
+        const uint64_t arow = uint64_t(p.ra) + uint64_t(tok) * uint64_t(K) * ACT_BYTES;
+        float inv = 1.0;
+        [[unroll]] for (uint tt = 0u; tt < TT; ++tt) if (tt == t) inv = inv1[tt];
+        float u[16], xv[16], av[16];
+        if (vec) {
+            x_unpack16(x_fetch16(xrow, 16u * g), xv);
+            x_unpack16(x_fetch16(arow, 16u * g), av);
+        } else {
+            x16_elements(xrow, 16u * g, xv);
+            x16_elements(arow, 16u * g, av);
+        }
+        float s = 0.0;
+        [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+            const uint k = 16u * g + 4u * c;
+            const vec4 x4 = vec4(xv[4u * c], xv[4u * c + 1u], xv[4u * c + 2u], xv[4u * c + 3u]);
+            const vec4 a4 = vec4(av[4u * c], av[4u * c + 1u], av[4u * c + 2u], av[4u * c + 3u]);
+            const vec4 g2 = p.off2 + (vec ? pn_w4v(p.nw2, k) : pn_w4(p.nw2, k));
+#if DP_PRENORM == 2
+            const vec4 g1 = p.off1 + (vec ? pn_w4v(p.nw1, k) : pn_w4(p.nw1, k));
+#endif
+            [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+#if DP_PRENORM == 2
+                const float an = pn_round(a4[e] * inv * g1[e]);
+#else
+                const float an = a4[e];
+#endif
+                const float y = pn_round(x4[e] + an);
+                if (writer && t0 + t < p.T) act_store(p.r, tok * K + k + e, y);
+                s += y * y;
+                u[4u * c + e] = y * g2[e];
+            }
+        }
+        [[unroll]] for (uint tt = 0u; tt < TT; ++tt) if (tt == t) ss2[tt] += s;
+        x8s[t * XG + g] = x8_quantise16(u);
+    }
+    [[unroll]] for (uint t = 0u; t < TT; ++t) pn_publish(TT * PN_SG, t, ss2[t]);
+}
+#endif
 #endif
 
 void main()
@@ -217,7 +361,14 @@ void main()
                                                       v % DQU_PER_BLOCK); \
     }
     DP_LOAD_UNITS(lane)
+#ifdef DP_PRENORM
+    // 16-byte loads where x, a and the norm weights allow them (as stage_x8's vec)
+    const bool pvec = vec && (uint64_t(p.ra) & 15ul) == 0ul && (uint64_t(p.nw1) & 15ul) == 0ul &&
+                      (uint64_t(p.nw2) & 15ul) == 0ul;
+    stage_x8_prenorm(t0, xs, block == 0u, pvec);
+#else
     stage_x8(t0, xs, vec);
+#endif
     barrier();
     for (uint v0 = lane; v0 < units; v0 += UN * TPR) {
         [[unroll]] for (uint i = 0u; i < UN * NW; ++i) cur[i] = un[i];
@@ -297,6 +448,11 @@ void main()
             s[j] = 0.0;
             [[unroll]] for (uint c = 0u; c < per_row; ++c) s[j] += red[(j * TT + t) * WG + r * per_row + c];
         }
+#ifdef DP_PRENORM
+        // h = y * inv2 * (off2 + nw2): the scale 1 / rms(y) left out of the staging
+        const float inv2 = inversesqrt(pn_total(TT * PN_SG, t) / float(K) + p.eps2);
+        [[unroll]] for (uint j = 0u; j < NW; ++j) s[j] *= inv2;
+#endif
 #ifdef DP_GLU
         out_store(p.y, (t0 + t) * ys + n0 + r, dp_glu_act(s[0], p.kind) * s[1]);
 #else

@@ -407,6 +407,38 @@ M.register {
   end,
 }
 
+-- glu_linear(h), h the normed output of add_rmsnorm or norm_add_norm read by nothing else  ->  the glu_linear
+-- computes the norm itself while it stages x (gemv_q.comp, DP_PRENORM) and writes the residual stream y that
+-- the norm kernel wrote: one dependent dispatch less per layer. Decode-sized passes where the pair goes to
+-- gemv_q with int8 x (lower.glu_prenorm_ok). Why: on the H100 a decode norm costs ~4-5 us as a dispatch of
+-- its own, most of it the ordering (docs/BENCHMARKS.md 29b). Unlike the other fusions this one changes
+-- roundings (h is not rounded to the activation type, the sums of squares run in another order).
+M.register {
+  name = "norm_gate_up", op = "glu_linear",
+  apply = function(n, ctx)
+    if decode_sized(ctx) ~= true or n.attrs.prenorm or #n.inputs ~= 3 then return end
+    local h, wg, wu = n.inputs[1], n.inputs[2], n.inputs[3]
+    if h.is_output or not ctx.only_reader(h, n) then return end
+    if h.op ~= "add_rmsnorm" and h.op ~= "norm_add_norm" then return end
+    local N, K = wg.shape[1], wg.shape[2]
+    if type(N) ~= "number" or type(K) ~= "number" then return end
+    if not lower.glu_prenorm_ok(ctx.dev, ctx.env, wg, wu, N, K) then return end
+    local x, a, w1, w2, sum, pre
+    if h.op == "add_rmsnorm" then
+      x, a, w2, sum = table.unpack(h.inputs)
+      pre = { kind = 1, eps = h.attrs.eps, offset = h.attrs.offset }
+    else
+      x, a, w1, w2, sum = table.unpack(h.inputs)
+      pre = { kind = 2, eps1 = h.attrs.eps1, offset1 = h.attrs.offset1, eps = h.attrs.eps, offset = h.attrs.offset }
+    end
+    if not ctx.unread_between(sum, h, n) then return end
+    n.attrs = { kind = n.attrs.kind, prenorm = pre }
+    n.inputs = { x, wg, wu, a, w2, sum, w1 }
+    ctx.produced_by(sum, n)   -- the residual stream: written by the GEMV's staging now
+    h.keep = nil              -- the norm kernel wrote sum; with no reader left it is dropped
+  end,
+}
+
 -- ---- lm_head: final norm + LM head + argmax / draw (fused/lm_head.comp, lm_head_q.comp) ------------------
 -- argmax(softcap?(linear(rmsnorm(x1), W)))  ->  one kernel that normalises the single row in every
 -- workgroup, computes the logits as the unfused kernels do and keeps each workgroup's best (value, index),

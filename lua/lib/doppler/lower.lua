@@ -1120,6 +1120,9 @@ R.glu_linear = function(ctx, n)
   local tg, qdef, wtype = matrix_weight(ctx, wg, hints, mode)
   local tu = matrix_weight(ctx, wu, hints, mode)
   local kind = (n.attrs.kind == "silu") and 1 or 0
+  if n.attrs.prenorm and (not qdef or T > 4) then
+    Graph.fail("plan: norm_gate_up at %s needs the quantised gate+up GEMV (gemv_q) of a decode-sized pass", n.where)
+  end
   if T > 4 and not gemm_cm_refusal(ctx, qdef, wtype, x, K, nil) and (hints.matmul or "auto") ~= "gemv" then
     -- prefill: both products on the matrix units, the activation in the epilogue (gemm_cm.comp, DP_GLU)
     emit_gemm_cm(ctx, { ctx.weight_define(wtype, wg.attrs.name), "DP_GLU" }, nil, T, N, K, {
@@ -1146,13 +1149,44 @@ R.glu_linear = function(ctx, n)
   local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wgs, 2, rows)
   for _, d in ipairs(xdefs) do defs[#defs + 1] = d end
   for key, v in pairs(xspec) do spec[key] = v end
+  local push = {
+    x = ctx.t(x), w = tg, wu = tu, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0,
+    w_row_blocks = row_blocks(tg), kind = kind,
+  }
+  local pre = n.attrs.prenorm
+  if pre then
+    -- fusion norm_gate_up: the norm in the staging (gemv_q.comp's DP_PRENORM); the rule checked the path
+    local a, w2, sum, w1 = n.inputs[4], n.inputs[5], n.inputs[6], n.inputs[7]
+    if #xdefs == 0 then Graph.fail("plan: norm_gate_up at %s needs int8 x (hint gemv_q_x)", n.where) end
+    defs[#defs + 1] = "DP_PRENORM=" .. pre.kind
+    defs[#defs + 1] = ctx.weight_define(w2.etype, w2.attrs.name)
+    push.ra, push.nw2, push.r = ctx.t(a), ctx.t(w2), ctx.t(sum)
+    push.nw1 = ctx.t(w1 or w2)
+    push.eps1, push.off1 = pre.eps1 or 0, pre.offset1 or 0
+    push.eps2, push.off2 = pre.eps, pre.offset or 0
+  end
   local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines(defs), spec)
   local nb = ceil_div(N, rows)
   local gx = math.min(nb, WG_MAX_GROUPS)
-  ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), {
-    x = ctx.t(x), w = tg, wu = tu, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0,
-    w_row_blocks = row_blocks(tg), kind = kind,
-  })
+  ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
+end
+
+-- Whether fusions.lua's norm_gate_up may give a glu_linear of weights wg, wu (graph nodes) the norm that feeds
+-- it: the pass is decode-sized and the pair goes to gemv_q with int8 x (R.glu_linear's choices for this
+-- device and these hints), whose DP_PRENORM staging needs a subgroup of 8 or more.
+function M.glu_prenorm_ok(dev, env, wg, wu, N, K)
+  if not (dev and env) or type(env.T) ~= "number" or env.T > 4 then return false end
+  if not Q_DEFINE[wg.dtype] or wg.dtype ~= wu.dtype or K % 16 ~= 0 then return false end
+  if (dev:caps().subgroup_size or 0) < 8 then return false end
+  local ctx = { dev = dev, env = env }
+  local hints = env.hints and env.hints.values or {}
+  if hints.matmul == "gemm" then return false end
+  if q_matmul_glu_mode(ctx, hints, { etype = wg.dtype }, { etype = wu.dtype }, env.T) ~= "fused" then return false end
+  local tt = math.min(env.T, 4)
+  local ok, wgs, rows = pcall(M.gemv_params, ctx, true, tt, N, K, 2)
+  if not ok then return false end
+  local ok2, xdefs = pcall(M.gemv_q_x, ctx, K, tt, wgs, 2, rows)
+  return ok2 and #xdefs > 0
 end
 
 R.qkv_linear = function(ctx, n)
