@@ -23,6 +23,13 @@
 //   about UN * (4 * ROWS * NW + 4 * TT * XQ). The element path ignores UN.
 //   Shared memory: 4 * NACC * WG bytes with NACC = ROWS * TT (x2 with DP_GLU).
 // Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16, DP_BIAS (default mode), DP_GLU.
+// DP_PRENORM=2 (default mode without DP_BIAS, TT = 1; fusion norm_qkv, lua/lib/doppler/fusions.lua): Gemma's
+//   sandwich norm (norm_add_norm) that feeds the projections computed here, as gemv_q.comp's DP_PRENORM=2
+//   does it in its staging (read that header): x is the residual stream, ra the branch output, nw1 / nw2 the
+//   norm weights (DP_NW_F16 | DP_NW_BF16 | none: f32), r the new residual stream written by row block 0. The
+//   workgroup reduces the sum of a^2 first; then each thread forms u = y * (off2 + nw2) for the chunks of x it
+//   reads anyway, and the sums are scaled by 1 / rms(y) at the end (the sum of y^2 travels with the dot
+//   products' reduction). Llama's form (=1) is not taken here (fusions.lua, norm_qkv, says why).
 // DP_UNROLL marks the loops whose trip counts are spec constants: on a GPU unrolled at pipeline creation
 // (dp_common.glsl), their arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per
 // token, docs/BENCHMARKS.md 11h).
@@ -31,6 +38,28 @@
 #include "dp_act.glsl"
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+
+#ifdef DP_PRENORM
+#if defined(DP_GLU) || defined(DP_BIAS)
+#error "DP_PRENORM is for the q/k/v form without biases (the push block holds 128 bytes)"
+#endif
+#if DP_PRENORM != 2
+#error "gemv_multi takes DP_PRENORM=2 (norm_add_norm) only"
+#endif
+#if defined(DP_NW_F16)
+#define NW_In F16In
+#define NW_BYTES 2u
+#define nw_load(q, i) float((q).v[(i)])
+#elif defined(DP_NW_BF16)
+#define NW_In BF16In
+#define NW_BYTES 2u
+#define nw_load(q, i) dp_bf16_to_f32((q).v[(i)])
+#else
+#define NW_In F32In
+#define NW_BYTES 4u
+#define nw_load(q, i) ((q).v[(i)])
+#endif
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG   = 128;
@@ -76,6 +105,16 @@ layout(push_constant) uniform Push {
     uint x_stride;
 #ifdef DP_GLU
     uint kind;
+#endif
+#ifdef DP_PRENORM
+    ACT_In  ra;
+    NW_In   nw1;
+    NW_In   nw2;
+    ACT_Out r;
+    float   eps1;
+    float   off1;
+    float   eps2;
+    float   off2;
 #endif
 } p;
 
@@ -146,6 +185,64 @@ void x_unpack(xchunk c, inout float v[VW])
 #endif
 }
 
+#ifdef DP_PRENORM
+shared float pn_ss[WG / 8u];             // per subgroup (size >= 8): the sum of a^2, then of y^2
+
+float pn_round(float v) { return float(ACT_T(v)); }
+
+// The workgroup's sum of every thread's v (a barrier inside; pn_ss is free again when it returns).
+float pn_workgroup_sum(float v)
+{
+    const float s = subgroupAdd(v);
+    if (subgroupElect()) pn_ss[gl_SubgroupID] = s;
+    barrier();
+    float t = 0.0;
+    for (uint g = 0u; g < gl_NumSubgroups; ++g) t += pn_ss[g];
+    barrier();
+    return t;
+}
+
+// Element k of the GEMV's input before the scale 1 / rms(y): u = y * (off2 + w2) with y = x + rmsnorm(a; w1),
+// rounded as the unfused kernels store them; y is stored by the writer and added to ss.
+float pn_u(float xk, float ak, float w1, float w2, uint k, float inv1, bool writer, inout float ss)
+{
+    const float an = pn_round(ak * inv1 * (p.off1 + w1));
+    const float y = pn_round(xk + an);
+    if (writer) act_store(p.r, k, y);
+    ss += y * y;
+    return y * (p.off2 + w2);
+}
+
+// The norm weight's values k0 .. k0 + VW: 16-byte loads where the chunk allows them. Why vector loads: a
+// thread's chunk is VW consecutive values, so element loads would put each lane of a warp on another sector
+// per instruction (gemv_q.comp's staging spent ~7 us more per call that way, docs/BENCHMARKS.md 29d).
+void pn_nw(NW_In w, uint k0, out float v[VW])
+{
+    const uint64_t a = uint64_t(w) + uint64_t(k0) * NW_BYTES;
+    if ((VW * NW_BYTES) % 16u == 0u && (a & 15ul) == 0ul) {
+        DP_UNROLL for (uint q = 0u; q < VW * NW_BYTES / 16u; ++q) {
+            const uvec4 u = DP_RAW16_In(a).v[q];
+#if defined(DP_NW_F16) || defined(DP_NW_BF16)
+            const uint wd[4] = uint[4](u.x, u.y, u.z, u.w);
+            DP_UNROLL for (uint j = 0u; j < 4u; ++j) {
+#ifdef DP_NW_F16
+                const vec2 h = unpackHalf2x16(wd[j]);
+#else
+                const vec2 h = vec2(uintBitsToFloat(wd[j] << 16), uintBitsToFloat(wd[j] & 0xffff0000u));
+#endif
+                if (8u * q + 2u * j + 1u < VW) { v[8u * q + 2u * j] = h.x; v[8u * q + 2u * j + 1u] = h.y; }
+            }
+#else
+            const vec4 f = uintBitsToFloat(u);
+            DP_UNROLL for (uint j = 0u; j < 4u; ++j) if (4u * q + j < VW) v[4u * q + j] = f[j];
+#endif
+        }
+    } else {
+        DP_UNROLL for (uint e = 0u; e < VW; ++e) v[e] = nw_load(w, k0 + e);
+    }
+}
+#endif
+
 #ifndef DP_GLU
 // Row n of the joint row space -> which weight (0..2) and the row inside it.
 uint which(uint n, out uint local_row)
@@ -203,7 +300,20 @@ void main()
         (uint64_t(p.x) & 15ul) == 0ul && ((xs * ACT_BYTES) & 15u) == 0u;
 #endif
     // The row addresses depend on the workgroup, so the test is per workgroup (still uniform within it).
-    const bool vec = (K % VW) == 0u && ((K * W_BYTES) & 15u) == 0u && aligned && x_vec_ok;
+    bool vec = (K % VW) == 0u && ((K * W_BYTES) & 15u) == 0u && aligned && x_vec_ok;
+#ifdef DP_PRENORM
+    // a is read as x is: 16-byte chunks on the vector path
+    vec = vec && (uint64_t(p.ra) & 15ul) == 0ul;
+    // token 0 only (TT = 1): a's row, the norm of a (DP_PRENORM=2), and the sum of y^2 of this thread's elements
+    const uint64_t arow = uint64_t(p.ra);
+    const bool writer = block == 0u;
+    float inv1, pss = 0.0;
+    {
+        float ss = 0.0;
+        for (uint k = tid; k < K; k += WG) { const float v = act_load(ACT_In(arow), k); ss += v * v; }
+        inv1 = inversesqrt(pn_workgroup_sum(ss) / float(K) + p.eps1);
+    }
+#endif
 
     if (vec) {
         const uint chunks = K / VW;
@@ -223,6 +333,17 @@ void main()
                 DP_UNROLL for (uint t = 0u; t < TT; ++t) {
                     float xv[VW];
                     x_unpack(xq[i * TT + t], xv);
+#ifdef DP_PRENORM
+                    {
+                        const uint k0 = (c0 + i * WG) * VW;
+                        float av[VW], g1[VW], g2[VW];
+                        x_unpack(x_fetch(arow, k0), av);          // a: laid out as x (contiguous, aligned)
+                        pn_nw(p.nw2, k0, g2);
+                        pn_nw(p.nw1, k0, g1);
+                        DP_UNROLL for (uint e = 0u; e < VW; ++e)
+                            xv[e] = pn_u(xv[e], av[e], g1[e], g2[e], k0 + e, inv1, writer, pss);
+                    }
+#endif
                     DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) {
                         float wv[VW];
                         w_unpack(raw[i * ROWS * NW + r], wv);
@@ -239,6 +360,9 @@ void main()
             DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) wv[r] = w_load(W_In(wrow[r]), k);
             DP_UNROLL for (uint t = 0u; t < TT; ++t) {
                 float xv = act_load(ACT_In(xrow[t]), k);
+#ifdef DP_PRENORM
+                xv = pn_u(xv, act_load(ACT_In(arow), k), nw_load(p.nw1, k), nw_load(p.nw2, k), k, inv1, writer, pss);
+#endif
                 DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) acc[r * TT + t] = fma(wv[r], xv, acc[r * TT + t]);
             }
         }
@@ -248,7 +372,18 @@ void main()
         float s = subgroupAdd(acc[i]);
         if (subgroupElect()) red[i * WG + gl_SubgroupID] = s;
     }
+#ifdef DP_PRENORM
+    {
+        const float s = subgroupAdd(pss);
+        if (subgroupElect()) pn_ss[gl_SubgroupID] = s;
+    }
+#endif
     barrier();
+#ifdef DP_PRENORM
+    float inv2 = 0.0;
+    for (uint g = 0u; g < gl_NumSubgroups; ++g) inv2 += pn_ss[g];
+    inv2 = inversesqrt(inv2 / float(K) + p.eps2);
+#endif
     for (uint i = tid; i < ROWS * TT; i += WG) {
         const uint r = i / TT, t = i % TT;
         const uint n = n0 + r, tok = t0 + t;
@@ -263,6 +398,9 @@ void main()
 #else
         float s = 0.0;
         for (uint g = 0u; g < gl_NumSubgroups; ++g) s += red[i * WG + g];
+#ifdef DP_PRENORM
+        s *= inv2;                                 // h = u / rms(y)
+#endif
         uint lr;
         const uint w = which(n, lr);
 #ifdef DP_BIAS

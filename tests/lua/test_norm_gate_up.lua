@@ -1,14 +1,16 @@
--- The norm_gate_up fusion (fusions.lua; gemv_q.comp's DP_PRENORM): the norm in front of a quantised gate+up
--- pass, computed by that GEMV's staging of int8 x, and the residual stream it writes. Two forms:
+-- The prenorm fusions (fusions.lua): norm_gate_up (gemv_q.comp's DP_PRENORM: the norm in front of a quantised
+-- gate+up pass, computed by that GEMV's staging of int8 x) and norm_qkv (gemv_multi.comp's DP_PRENORM=2: Gemma's
+-- norm in front of the float q/k/v pass of a one-token pass, computed per chunk of x), and the residual
+-- stream they write. Two forms of the norm:
 --   Llama's add_rmsnorm:   r = x + a;                h = rmsnorm(r; w2)
 --   Gemma's norm_add_norm: r = x + rmsnorm(a; w1);   h = rmsnorm(r; w2)
--- then y = act(h · Wg) * (h · Wu). Reference in double precision from the values as stored (x, a, the norm
+-- then y = act(h · Wg) * (h · Wu), or q, k, v = h · Wq, h · Wk, h · Wv. Reference in double precision from the values as stored (x, a, the norm
 -- weights rounded to their types, the weights as dequantised):
 --   r: rounded to the activation type as the unfused kernels store it. Llama's form is exact (x + a is exact
 --      in f32 and rounded once); Gemma's within one unit in the last place of the activation type (two in f32) of |r| + |a's normed
 --      value| (the sum of a^2 runs in another order than norm_add_norm's, which can move a rounding).
 --   y: h = r / rms(r) * (off + w2) unrounded, each dot product within the int8 quantisation of h (half a step
---      of each 16-value group: max|h| / 64516 with two planes, / 254 with one) plus one unit in the last place
+--      of each 16-value group: max|h| / 64516 with two planes, / 254 with one; none for q/k/v) plus one unit in the last place
 --      of the activation type per element (r's, and for Gemma's form r's allowance) and 2e-5 of sum |W h| (the f32 sums and 1 / rms), carried
 --      through the activation (|act'| <= 1.13).
 -- A norm that is wrong by a scale, an epsilon or a weight misses these by orders of magnitude. The plan must
@@ -99,6 +101,7 @@ local function setup(c)
   c.t.a, c.v.a = matrix(c.act, c.T, c.K, function() return (2 * math.random() - 1) * 3 end)
   c.t.w1, c.v.w1 = vector(c.nw, c.K, function() return (2 * math.random() - 1) * 0.5 end)
   c.t.w2, c.v.w2 = vector(c.nw, c.K, function() return 0.5 + math.random() end)
+  if c.NS then return end          -- q/k/v: check_qkv makes float weights
   c.t.wg, c.v.wg = weight(c.dtype, c.N, c.K, 1)
   c.t.wu, c.v.wu = weight(c.dtype, c.N, c.K, 2)
 end
@@ -201,6 +204,108 @@ for _, c in ipairs(cases) do
   check.case(c.name .. ": y and r against the double-precision chain", function()
     local wr, wy = check_case(c)
     print(("  worst |r - ref| %.3g, |y - ref| %.3g"):format(wr, wy))
+  end)
+end
+
+-- norm_qkv: the same norm in front of q/k/v projections with float weights (f16 or f32).
+local function run_qkv(c, fused)
+  local g = Graph.new { name = "norm_qkv" }
+  local x = g:input("x", { "T", c.K }, "act")
+  local a = g:input("a", { "T", c.K }, "act")
+  local w2 = g:weight { name = "w2", shape = { c.K }, dtype = c.nw }
+  local r
+  if c.gemma then
+    local w1 = g:weight { name = "w1", shape = { c.K }, dtype = c.nw }
+    r = x + g:rmsnorm(a, w1, { eps = c.eps1, offset = c.offset })
+  else
+    r = x + a
+  end
+  local h = g:rmsnorm(r, w2, { eps = c.eps2, offset = c.offset })
+  -- each projection read by a node (x 2, exact), as attention reads them: the qkv rule fuses no output
+  for i, name in ipairs { "q", "k", "v" } do
+    g:output(name, g:linear(h, g:weight { name = "w" .. name, shape = { c.NS[i], c.K }, dtype = c.dtype }) * 2)
+  end
+  g:output("r", r)
+  local hs = hints.new()
+  hs:set("fusion", fused and "on" or "-norm_qkv", "test")
+  local p = plan.compile(dev, g, {
+    T = c.T, act = c.act, kv = c.act, hints = hs,
+    weights = { w1 = c.t.w1, w2 = c.t.w2, wq = c.t.wq, wk = c.t.wk, wv = c.t.wv }, inputs = { x = c.t.x, a = c.t.a },
+    states = {}, constants = function() end,
+  })
+  p:run()
+  local out = { r = p:output("r"):download(), kernels = {} }
+  for _, name in ipairs { "q", "k", "v" } do out[name] = p:output(name):download() end
+  for i, k in ipairs(p.kernel_log) do out.kernels[i] = k:name() end
+  return out
+end
+
+local function float_weight(dtype, N, K, salt)
+  math.randomseed(19, salt)
+  local v = {}
+  for i = 1, N * K do v[i] = doppler.round_to(dtype, (2 * math.random() - 1) * math.sqrt(3 / K)) end
+  local t = dev:tensor { dtype = dtype, shape = { N, K } }
+  t:upload(v)
+  return t, v
+end
+
+local function check_qkv(c)
+  c.NS = c.NS or { 64, 32, 32 }
+  setup(c)
+  for i, name in ipairs { "q", "k", "v" } do c.t["w" .. name], c.v["w" .. name] = float_weight(c.dtype, c.NS[i], c.K, i) end
+  local got = run_qkv(c, true)
+  local norm = c.gemma and "norm_add_norm" or "add_rmsnorm"
+  if c.T == 1 and c.gemma then
+    check.truthy(not has(got.kernels, norm), "the norm kernel is gone")
+    check.truthy(has(run_qkv(c, false).kernels, norm), "fusion off: the norm kernel runs")
+  else
+    check.truthy(has(got.kernels, norm), "not fused (Llama's form, or more than one token)")
+  end
+  local worst_r, worst = 0, 0
+  for t = 0, c.T - 1 do
+    local r, ra, h, inv2 = reference_rows(c, t)
+    for k = 1, c.K do
+      local e = math.abs(got.r[t * c.K + k] - r[k])
+      if e > ra[k] then error(("token %d: r[%d] = %.9g, reference %.9g"):format(t, k - 1, got.r[t * c.K + k], r[k])) end
+      worst_r = math.max(worst_r, e)
+    end
+    local zero, hulp = {}, {}
+    local ulp = c.act == "f16" and 2 ^ -10 or 2 ^ -22
+    for k = 1, c.K do
+      zero[k] = 0
+      hulp[k] = (math.abs(r[k]) * ulp + ra[k]) * inv2 * math.abs(c.offset + c.v.w2[k])
+    end
+    for i, name in ipairs { "q", "k", "v" } do
+      for n = 0, c.NS[i] - 1 do
+        local want, tol = dot(c, c.v["w" .. name], n, h, zero, hulp)
+        want, tol = 2 * want, 2 * tol
+        local y = got[name][t * c.NS[i] + n + 1]
+        tol = tol + math.abs(y) * (c.act == "f16" and 2 ^ -11 or 2 ^ -20)
+        if not (math.abs(y - want) <= tol) then
+          error(("token %d %s row %d: %.9g, reference %.9g (bound %.3g)"):format(t, name, n, y, want, tol))
+        end
+        worst = math.max(worst, math.abs(y - want))
+      end
+    end
+  end
+  release(c)
+  return worst_r, worst
+end
+
+for _, c in ipairs {
+  { name = "norm_qkv, Gemma form, f16 weights and activations, f32 norm weights", dtype = "f16", act = "f16",
+    nw = "f32", T = 1, K = 512 , gemma = true },
+  { name = "norm_qkv, Gemma form, f16 weights and activations, f16 norm weights", dtype = "f16", act = "f16",
+    nw = "f16", T = 1, K = 1152, gemma = true, NS = { 128, 64, 64 } },
+  { name = "norm_qkv, Gemma form, f32 weights and activations", dtype = "f32", act = "f32", nw = "f32", T = 1, gemma = true },
+  { name = "norm_qkv, Gemma form, bf16 norm weights, K not a multiple of the vector width (element loads)",
+    dtype = "f16", act = "f32", nw = "bf16", T = 1, K = 100, gemma = true },
+  { name = "norm_qkv: Llama's form is not fused", dtype = "f16", act = "f16", nw = "f32", T = 1 },
+  { name = "norm_qkv: 3 tokens are not fused", dtype = "f16", act = "f16", nw = "f32", T = 3, gemma = true },
+} do
+  check.case(c.name .. ": q, k, v and r against the double-precision chain", function()
+    local wr, w = check_qkv(c)
+    print(("  worst |r - ref| %.3g, |q,k,v - ref| %.3g"):format(wr, w))
   end)
 end
 

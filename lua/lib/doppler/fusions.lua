@@ -407,6 +407,18 @@ M.register {
   end,
 }
 
+-- The norm's nodes as the prenorm fusions take them: residual x, branch output a, the norm weights, the
+-- residual sum node, and the attributes the kernels' DP_PRENORM reads (gemv_q.comp's header).
+local function prenorm_parts(h)
+  if h.op == "add_rmsnorm" then
+    local x, a, w2, sum = table.unpack(h.inputs)
+    return x, a, nil, w2, sum, { kind = 1, eps = h.attrs.eps, offset = h.attrs.offset }
+  end
+  local x, a, w1, w2, sum = table.unpack(h.inputs)
+  return x, a, w1, w2, sum, { kind = 2, eps1 = h.attrs.eps1, offset1 = h.attrs.offset1, eps = h.attrs.eps,
+                              offset = h.attrs.offset }
+end
+
 -- glu_linear(h), h the normed output of add_rmsnorm or norm_add_norm read by nothing else  ->  the glu_linear
 -- computes the norm itself while it stages x (gemv_q.comp, DP_PRENORM) and writes the residual stream y that
 -- the norm kernel wrote: one dependent dispatch less per layer. Decode-sized passes where the pair goes to
@@ -423,18 +435,42 @@ M.register {
     local N, K = wg.shape[1], wg.shape[2]
     if type(N) ~= "number" or type(K) ~= "number" then return end
     if not lower.glu_prenorm_ok(ctx.dev, ctx.env, wg, wu, N, K) then return end
-    local x, a, w1, w2, sum, pre
-    if h.op == "add_rmsnorm" then
-      x, a, w2, sum = table.unpack(h.inputs)
-      pre = { kind = 1, eps = h.attrs.eps, offset = h.attrs.offset }
-    else
-      x, a, w1, w2, sum = table.unpack(h.inputs)
-      pre = { kind = 2, eps1 = h.attrs.eps1, offset1 = h.attrs.offset1, eps = h.attrs.eps, offset = h.attrs.offset }
-    end
+    local x, a, w1, w2, sum, pre = prenorm_parts(h)
     if not ctx.unread_between(sum, h, n) then return end
     n.attrs = { kind = n.attrs.kind, prenorm = pre }
     n.inputs = { x, wg, wu, a, w2, sum, w1 }
     ctx.produced_by(sum, n)   -- the residual stream: written by the GEMV's staging now
+    h.keep = nil              -- the norm kernel wrote sum; with no reader left it is dropped
+  end,
+}
+
+-- qkv_linear(h) without biases, h the normed output of norm_add_norm (Gemma's sandwich norm) read by nothing
+-- else  ->  the q/k/v pass computes the norm itself (fused/gemv_multi.comp, DP_PRENORM=2: each thread forms
+-- its chunks of the normed row from x and a, and the sums are scaled by 1 / rms(y) at the end) and writes the
+-- residual stream. One-token passes where the projections go to gemv_multi (lower.qkv_prenorm_ok). Changes
+-- roundings as norm_gate_up does. Not after add_rmsnorm (Llama's form): on the H100 the fold cost Llama 3.2
+-- 1B's q/k/v pass ~2.9 us per call, as much as the add_rmsnorm dispatch it removed (docs/BENCHMARKS.md 29g),
+-- while Gemma 3 1B's two-norm kernel cost ~4.7 us.
+M.register {
+  name = "norm_qkv", op = "qkv_linear",
+  apply = function(n, ctx)
+    if n.attrs.prenorm or n.attrs.biases then return end
+    local h = n.inputs[1]
+    if h.is_output or not ctx.only_reader(h, n) or h.op ~= "norm_add_norm" then return end
+    if not lower.qkv_prenorm_ok(ctx.dev, ctx.env, n.attrs.weights) then return end
+    local x, a, w1, w2, sum, pre = prenorm_parts(h)
+    if not ctx.unread_between(sum, h, n) then return end
+    pre.a, pre.w1, pre.w2, pre.sum = a, w1, w2, sum
+    local attrs = {}
+    for key, val in pairs(n.attrs) do attrs[key] = val end
+    attrs.prenorm = pre
+    n.attrs = attrs
+    local inputs = { x }
+    for i = 2, #n.inputs do inputs[i] = n.inputs[i] end
+    inputs[#inputs + 1], inputs[#inputs + 2], inputs[#inputs + 3] = a, w2, sum
+    if w1 then inputs[#inputs + 1] = w1 end
+    n.inputs = inputs
+    ctx.produced_by(sum, n)   -- the residual stream: written by the q/k/v pass now
     h.keep = nil              -- the norm kernel wrote sum; with no reader left it is dropped
   end,
 }

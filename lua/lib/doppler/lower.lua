@@ -15,6 +15,9 @@ M.strided = { linear = { true }, rope = { true }, attention = { true, true, true
               rope_kv = { true, true, true } }   -- fuse2: q, k, v of rope_kv
 
 local WG_MAX_GROUPS = 65535
+-- A norm weight's type in the kernels that read one beside weights of another type (fused/lm_head*.comp,
+-- gemv_multi.comp's DP_PRENORM): DP_NW_F16 | DP_NW_BF16, false for f32 (the default).
+local NW_DEFINE = { f32 = false, f16 = "DP_NW_F16", bf16 = "DP_NW_BF16" }
 
 local function ceil_div(a, b) return (a + b - 1) // b end
 
@@ -1171,6 +1174,21 @@ R.glu_linear = function(ctx, n)
   ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
 end
 
+-- Whether fusions.lua's norm_qkv may give a qkv_linear of weights ws (graph nodes, no biases) the norm that
+-- feeds it: a one-token pass whose projections go to gemv_multi (R.qkv_linear: float weights or their f16
+-- copies), on a subgroup of 8 or more (gemv_multi.comp's DP_PRENORM).
+function M.qkv_prenorm_ok(dev, env, ws)
+  if not (dev and env) or env.T ~= 1 or (dev:caps().subgroup_size or 0) < 8 then return false end
+  local ctx = { dev = dev, env = env }
+  local hints = env.hints and env.hints.values or {}
+  if hints.matmul == "gemm" then return false end
+  for _, w in ipairs(ws) do
+    local kd = M.kernel_dtype(ctx, w)
+    if kd ~= "f16" and kd ~= "f32" and kd ~= "bf16" then return false end
+  end
+  return true
+end
+
 -- Whether fusions.lua's norm_gate_up may give a glu_linear of weights wg, wu (graph nodes) the norm that feeds
 -- it: the pass is decode-sized and the pair goes to gemv_q with int8 x (R.glu_linear's choices for this
 -- device and these hints), whose DP_PRENORM staging needs a subgroup of 8 or more.
@@ -1214,6 +1232,10 @@ R.qkv_linear = function(ctx, n)
       return
     end
   end
+  local pre = n.attrs.prenorm
+  if pre and (qdef or bs or T ~= 1) then
+    Graph.fail("plan: norm_qkv at %s needs the float q/k/v GEMV (gemv_multi) of a one-token pass", n.where)
+  end
   if qdef or bias_mismatch or T > 4 then
     for i, o in ipairs(outs) do emit_linear(ctx, x, ws[i], bs and bs[i], o) end
     return
@@ -1221,6 +1243,17 @@ R.qkv_linear = function(ctx, n)
   local defs = { ctx.weight_define(wtype, ws[1].attrs.name) }
   if bs then defs[#defs + 1] = "DP_BIAS" end
   local push = { x = ctx.t(x), T = T, K = K, x_stride = x.row_stride or 0 }
+  if pre then
+    -- fusion norm_qkv: the norm computed in the pass (gemv_multi.comp's DP_PRENORM)
+    local nwd = NW_DEFINE[pre.w2.etype]
+    if nwd == nil then Graph.fail("norm_qkv: the norm weight %s has dtype %s", pre.w2.attrs.name, tostring(pre.w2.etype)) end
+    if pre.kind ~= 2 then Graph.fail("plan: norm_qkv at %s takes norm_add_norm only", n.where) end
+    defs[#defs + 1] = "DP_PRENORM=2"
+    if nwd then defs[#defs + 1] = nwd end
+    push.ra, push.nw2, push.r, push.nw1 = ctx.t(pre.a), ctx.t(pre.w2), ctx.t(pre.sum), ctx.t(pre.w1)
+    push.eps1, push.off1 = pre.eps1 or 0, pre.offset1 or 0
+    push.eps2, push.off2 = pre.eps, pre.offset or 0
+  end
   local total = 0
   for i = 1, 3 do
     local j = math.min(i, #outs)   -- a pair repeats its last member with N2 = 0 (never read)
@@ -1397,7 +1430,6 @@ end
 -- a draw n_ctx (its counter); attrs.logits: the logits node to write as well (env.keep_logits). Every
 -- workgroup normalises x itself, then computes its rows' logits exactly as the unfused kernels would (the same rmsnorm layout, the same GEMV parameters, softcap's formula) and
 -- keeps the best (value, index); argmax_final.comp picks the id from the gx pairs.
-local NW_DEFINE = { f32 = false, f16 = "DP_NW_F16", bf16 = "DP_NW_BF16" }
 M.LM_HEAD_MAX_K = 4096      -- the normalised row lives in shared memory (4 * K bytes)
 
 R.lm_head = function(ctx, n)
