@@ -53,14 +53,11 @@ local function matrix(dtype, T, K, gen)
   return t, v
 end
 
--- Builds and runs the layer tail; returns y, r and the kernel names.
-local function run(c, fused)
-  local g = Graph.new { name = "norm_gate_up" }
+-- The norm in front of the projections: inputs x, a; r (an output) and h as the recipes write them.
+local function norm_tail(g, c)
   local x = g:input("x", { "T", c.K }, "act")
   local a = g:input("a", { "T", c.K }, "act")
   local w2 = g:weight { name = "w2", shape = { c.K }, dtype = c.nw }
-  local wg = g:weight { name = "wg", shape = { c.N, c.K }, dtype = c.dtype }
-  local wu = g:weight { name = "wu", shape = { c.N, c.K }, dtype = c.dtype }
   local r
   if c.gemma then
     local w1 = g:weight { name = "w1", shape = { c.K }, dtype = c.nw }
@@ -68,10 +65,18 @@ local function run(c, fused)
   else
     r = x + a
   end
-  local h = g:rmsnorm(r, w2, { eps = c.eps2, offset = c.offset })
+  g:output("r", r)
+  return g:rmsnorm(r, w2, { eps = c.eps2, offset = c.offset })
+end
+
+-- Builds and runs the layer tail; returns y, r and the kernel names.
+local function run(c, fused)
+  local g = Graph.new { name = "norm_gate_up" }
+  local h = norm_tail(g, c)
+  local wg = g:weight { name = "wg", shape = { c.N, c.K }, dtype = c.dtype }
+  local wu = g:weight { name = "wu", shape = { c.N, c.K }, dtype = c.dtype }
   local f = c.gemma and g:gelu_tanh(g:linear(h, wg)) or g:silu(g:linear(h, wg))
   g:output("y", f * g:linear(h, wu))
-  g:output("r", r)
   local hs = hints.new()
   hs:set("fusion", fused and "on" or "-norm_gate_up", "test")
   hs:set("q_matmul", "fused", "test")
@@ -136,6 +141,21 @@ local function reference_rows(c, t)
   return r, ra, h, inv2
 end
 
+-- Token t: checks the r the GPU stored against the reference; returns h, its per-element allowance (r's
+-- last place and allowance carried through the norm) and the largest error of r.
+local function check_r(c, got, t)
+  local r, ra, h, inv2 = reference_rows(c, t)
+  local worst = 0
+  for k = 1, c.K do
+    local e = math.abs(got.r[t * c.K + k] - r[k])
+    if e > ra[k] then error(("token %d: r[%d] = %.9g, reference %.9g"):format(t, k - 1, got.r[t * c.K + k], r[k])) end
+    worst = math.max(worst, e)
+  end
+  local hulp, ulp = {}, c.act == "f16" and 2 ^ -10 or 2 ^ -22
+  for k = 1, c.K do hulp[k] = (math.abs(r[k]) * ulp + ra[k]) * inv2 * math.abs(c.offset + c.v.w2[k]) end
+  return h, hulp, worst
+end
+
 -- One dot product of row n of w with h: value and bound (see the header).
 local function dot(c, w, n, h, hstep, hulp)
   local s, b, m = 0, 0, 0
@@ -158,20 +178,14 @@ local function check_case(c)
   local planes = (c.hints and c.hints.gemv_q_x == "q8") and 1 or 2
   local worst_r, worst_y = 0, 0
   for t = 0, c.T - 1 do
-    local r, ra, h, inv2 = reference_rows(c, t)
-    for k = 1, c.K do
-      local e = math.abs(got.r[t * c.K + k] - r[k])
-      if e > ra[k] then error(("token %d: r[%d] = %.9g, reference %.9g"):format(t, k - 1, got.r[t * c.K + k], r[k])) end
-      worst_r = math.max(worst_r, e)
-    end
-    local hstep, hulp = {}, {}
-    local ulp = c.act == "f16" and 2 ^ -10 or 2 ^ -22
+    local h, hulp, wr = check_r(c, got, t)
+    worst_r = math.max(worst_r, wr)
+    local hstep = {}
     for g0 = 1, c.K, 16 do
       local amax = 0
       for k = g0, g0 + 15 do amax = math.max(amax, math.abs(h[k])) end
       for k = g0, g0 + 15 do hstep[k] = planes == 2 and amax / 64516 or amax / 254 end
     end
-    for k = 1, c.K do hulp[k] = (math.abs(r[k]) * ulp + ra[k]) * inv2 * math.abs(c.offset + c.v.w2[k]) end
     for n = 0, c.N - 1 do
       local gx, tg = dot(c, c.v.wg, n, h, hstep, hulp)
       local ux, tu = dot(c, c.v.wu, n, h, hstep, hulp)
@@ -210,22 +224,11 @@ end
 -- norm_qkv: the same norm in front of q/k/v projections with float weights (f16 or f32).
 local function run_qkv(c, fused)
   local g = Graph.new { name = "norm_qkv" }
-  local x = g:input("x", { "T", c.K }, "act")
-  local a = g:input("a", { "T", c.K }, "act")
-  local w2 = g:weight { name = "w2", shape = { c.K }, dtype = c.nw }
-  local r
-  if c.gemma then
-    local w1 = g:weight { name = "w1", shape = { c.K }, dtype = c.nw }
-    r = x + g:rmsnorm(a, w1, { eps = c.eps1, offset = c.offset })
-  else
-    r = x + a
-  end
-  local h = g:rmsnorm(r, w2, { eps = c.eps2, offset = c.offset })
+  local h = norm_tail(g, c)
   -- each projection read by a node (x 2, exact), as attention reads them: the qkv rule fuses no output
   for i, name in ipairs { "q", "k", "v" } do
     g:output(name, g:linear(h, g:weight { name = "w" .. name, shape = { c.NS[i], c.K }, dtype = c.dtype }) * 2)
   end
-  g:output("r", r)
   local hs = hints.new()
   hs:set("fusion", fused and "on" or "-norm_qkv", "test")
   local p = plan.compile(dev, g, {
@@ -263,18 +266,10 @@ local function check_qkv(c)
   end
   local worst_r, worst = 0, 0
   for t = 0, c.T - 1 do
-    local r, ra, h, inv2 = reference_rows(c, t)
-    for k = 1, c.K do
-      local e = math.abs(got.r[t * c.K + k] - r[k])
-      if e > ra[k] then error(("token %d: r[%d] = %.9g, reference %.9g"):format(t, k - 1, got.r[t * c.K + k], r[k])) end
-      worst_r = math.max(worst_r, e)
-    end
-    local zero, hulp = {}, {}
-    local ulp = c.act == "f16" and 2 ^ -10 or 2 ^ -22
-    for k = 1, c.K do
-      zero[k] = 0
-      hulp[k] = (math.abs(r[k]) * ulp + ra[k]) * inv2 * math.abs(c.offset + c.v.w2[k])
-    end
+    local h, hulp, wr = check_r(c, got, t)
+    worst_r = math.max(worst_r, wr)
+    local zero = {}
+    for k = 1, c.K do zero[k] = 0 end      -- float weights: no quantisation of h
     for i, name in ipairs { "q", "k", "v" } do
       for n = 0, c.NS[i] - 1 do
         local want, tol = dot(c, c.v["w" .. name], n, h, zero, hulp)
