@@ -250,9 +250,6 @@ void load_row(ACT_In src, KV_In cache, uint j, uint hk, uint ln, uint p0, uint k
 }
 
 #ifdef DP_ROPE_QK
-// x rounded to the activation type: the value a stored activation holds (rope_kv.comp's act_round).
-float act_round(float x) { return float(ACT_T(x)); }
-
 // rope_kv.comp's work for this workgroup's rows, in its lane layout (NL lanes per row, norm_rows.glsl, so the
 // norm sums in rmsnorm's lanes and order) and with its rounding points: rows 0 .. G-1 are the q heads
 // hx * G + g of token t, rows G .. G + nkr - 1 the k rows of kv head hk for tokens ua, ua + 1, ...; the

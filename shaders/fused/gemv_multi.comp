@@ -188,8 +188,6 @@ void x_unpack(xchunk c, inout float v[VW])
 #ifdef DP_PRENORM
 shared float pn_ss[WG / 8u];             // per subgroup (size >= 8): the sum of a^2, then of y^2
 
-float pn_round(float v) { return float(ACT_T(v)); }
-
 // The workgroup's sum of every thread's v (a barrier inside; pn_ss is free again when it returns).
 float pn_workgroup_sum(float v)
 {
@@ -206,8 +204,8 @@ float pn_workgroup_sum(float v)
 // rounded as the unfused kernels store them; y is stored by the writer and added to ss.
 float pn_u(float xk, float ak, float w1, float w2, uint k, float inv1, bool writer, inout float ss)
 {
-    const float an = pn_round(ak * inv1 * (p.off1 + w1));
-    const float y = pn_round(xk + an);
+    const float an = act_round(ak * inv1 * (p.off1 + w1));
+    const float y = act_round(xk + an);
     if (writer) act_store(p.r, k, y);
     ss += y * y;
     return y * (p.off2 + w2);

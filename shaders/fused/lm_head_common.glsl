@@ -94,15 +94,6 @@ shared float lmh_x[KMAX];     // the normalised row, rounded to the activation t
 shared float lmh_sv[WG];
 shared uint  lmh_si[WG];
 
-float lmh_round(float v)
-{
-#ifdef DP_ACT_F16
-    return float(float16_t(v));
-#else
-    return v;
-#endif
-}
-
 // norm/rmsnorm.comp for one row, statement for statement; the result goes to shared memory.
 void lmh_norm()
 {
@@ -125,10 +116,10 @@ void lmh_norm()
     if (rw == 0u) {
         for (uint k = 0u; k < LMH_CACHE; k++) {
             uint i = ln + k * LR;
-            if (i < n) lmh_x[i] = lmh_round(xc[k] * inv * (p.w_offset + nw_load(p.wn, i)));
+            if (i < n) lmh_x[i] = act_round(xc[k] * inv * (p.w_offset + nw_load(p.wn, i)));
         }
         for (uint i = ln + LMH_CACHE * LR; i < n; i += LR)
-            lmh_x[i] = lmh_round(act_load(xr, i) * inv * (p.w_offset + nw_load(p.wn, i)));
+            lmh_x[i] = act_round(act_load(xr, i) * inv * (p.w_offset + nw_load(p.wn, i)));
     }
     barrier();
 }

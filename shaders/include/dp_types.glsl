@@ -38,6 +38,8 @@
 #define act_load(p, i)     ((p).v[(i)])
 #define act_store(p, i, x) ((p).v[(i)] = float(x))
 #endif
+// x as act_store would store it, back in f32: the rounding point of a value the unfused kernels store
+#define act_round(x)       float(ACT_T(x))
 
 // ---- outputs of matrix kernels: the activation type, or f32 with DP_OUT_F32 (logits) ----------
 #ifdef DP_OUT_F32

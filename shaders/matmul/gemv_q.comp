@@ -217,8 +217,6 @@ void stage_x8(uint t0, uint xs, bool vec)
 const uint PN_SG = WG / 8u;              // subgroups per workgroup at most (subgroup size >= 8)
 shared float pn_ss[2u * TT * PN_SG];     // [0, TT * PN_SG): sums of a^2; then sums of y^2, per subgroup
 
-float pn_round(float v) { return float(ACT_T(v)); }
-
 // The sum over the workgroup of each thread's v (token t's slot of pn_ss at base): subgroup sums are written
 // by the subgroups' first lanes; the caller reads them after a barrier (pn_total).
 void pn_publish(uint base, uint t, float v)
@@ -305,11 +303,11 @@ void stage_x8_prenorm(uint t0, uint xs, bool writer, bool vec)
 #endif
             [[unroll]] for (uint e = 0u; e < 4u; ++e) {
 #if DP_PRENORM == 2
-                const float an = pn_round(a4[e] * inv * g1[e]);
+                const float an = act_round(a4[e] * inv * g1[e]);
 #else
                 const float an = a4[e];
 #endif
-                const float y = pn_round(x4[e] + an);
+                const float y = act_round(x4[e] + an);
                 if (writer && t0 + t < p.T) act_store(p.r, tok * K + k + e, y);
                 s += y * y;
                 u[4u * c + e] = y * g2[e];

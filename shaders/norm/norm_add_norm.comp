@@ -49,8 +49,6 @@ layout(push_constant) uniform Push {
 
 const uint CACHE = 8u;
 
-float act_round(float v) { return float(ACT_T(v)); }
-
 // y[i] as stored: x + the stored normed a
 float residual(ACT_In xr, ACT_In ar, uint i, float inv1)
 {

@@ -66,9 +66,6 @@ layout(push_constant) uniform Push {
 const uint EPL = (D + WG - 1u) / WG;   // elements per lane
 shared float row_s[D];
 
-// x rounded to the activation type: the value a stored activation holds.
-float act_round(float x) { return float(ACT_T(x)); }
-
 void main()
 {
     uint slot = gl_WorkGroupID.x;
