@@ -135,12 +135,21 @@ local function make_ctx(nodes, env, dev)
   ctx.hints = env and env.hints and env.hints.values or {}
   -- Marks `n` as memory that the fused node `writer` fills: n keeps its place in the arena and its
   -- readers; it reads nothing itself and moves to just before `writer` in the order (so its memory
-  -- is live from the write on, and a writer earlier than n itself is allowed).
+  -- is live from the write on, and a writer earlier than n itself is allowed). n may already be another
+  -- fused node's output (a later rule moving it on, norm_gate_up taking add_rmsnorm's sum): that node then
+  -- stops being kept for it, and with nothing else keeping it or reading it, it is dropped.
   function ctx.produced_by(n, writer)
+    local old = n.op == "fused_output" and n.written_by
+    if old and old ~= writer then
+      old.writes[n] = nil
+      if next(old.writes) == nil and not old.keep_own then old.keep = nil end
+    end
     n.op = "fused_output"
     n.keep = true
     n.inputs = {}
     n.written_by = writer
+    if not writer.writes then writer.writes, writer.keep_own = {}, writer.keep end
+    writer.writes[n] = true
     writer.keep = true        -- n is kept, so its writer must run even if nothing reads its own value
   end
   -- Order of the first node that reads n's data, looking through views (a view reads nothing).
@@ -439,8 +448,7 @@ M.register {
     if not ctx.unread_between(sum, h, n) then return end
     n.attrs = { kind = n.attrs.kind, prenorm = pre }
     n.inputs = { x, wg, wu, a, w2, sum, w1 }
-    ctx.produced_by(sum, n)   -- the residual stream: written by the GEMV's staging now
-    h.keep = nil              -- the norm kernel wrote sum; with no reader left it is dropped
+    ctx.produced_by(sum, n)   -- the residual stream, which the norm kernel wrote: the GEMV's staging now
   end,
 }
 
@@ -470,8 +478,7 @@ M.register {
     inputs[#inputs + 1], inputs[#inputs + 2], inputs[#inputs + 3] = a, w2, sum
     if w1 then inputs[#inputs + 1] = w1 end
     n.inputs = inputs
-    ctx.produced_by(sum, n)   -- the residual stream: written by the q/k/v pass now
-    h.keep = nil              -- the norm kernel wrote sum; with no reader left it is dropped
+    ctx.produced_by(sum, n)   -- the residual stream, which the norm kernel wrote: the q/k/v pass now
   end,
 }
 
