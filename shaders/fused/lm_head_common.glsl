@@ -15,6 +15,12 @@
 //   - the epilogue: softcap's formula (act/softcap.comp), then the candidate rule of argmax_partial.comp
 //     (NaN first, larger, lower index) or, with DP_LMH_SAMPLE, sample_gumbel.comp's key and candidate test
 //     (shaders/sample/sample_common.glsl, the CPU reference's arithmetic).
+// DP_LMH_PRE=1|2 (fusion lm_head_pre): the row the final norm reads is formed here from the last layer's
+// residual add, as the unfused kernels would store it: =1 x + a (graph/eltwise.comp's add, rounded to the
+// activation type), =2 x + rmsnorm(a; wn1, eps1, off1) (norm/rmsnorm.comp for the one row, statement for
+// statement with this kernel's norm lanes, rounded, then the add, rounded). Why: those were one or two
+// single-workgroup dispatches of their own between the last GEMV and the head (~4-5 us each on the H100,
+// docs/BENCHMARKS.md); every workgroup now forms the row itself, as it already normalises it.
 // Each workgroup writes its best (value, index) to part_val/part_idx[workgroup]; argmax/argmax_final.comp
 // reduces them to the id. With DP_LMH_LOGITS the logits are written too (push member logits, f32 [N]). The pair order is a strict total order, so the grouping does not change the id.
 //
@@ -72,6 +78,12 @@ layout(push_constant) uniform Push {
 #ifdef DP_LMH_SAMPLE
     U32In    steps;       // [1] the draw counter (context length)
 #endif
+#ifdef DP_LMH_PRE
+    ACT_In   ra;          // [K] the branch output added to x (DP_LMH_PRE above)
+#if DP_LMH_PRE == 2
+    NW_In    wn1;         // [K] the weight of its norm (the final norm's dtype)
+#endif
+#endif
     uint     N;
     uint     K;
 #ifdef LMH_QUANT
@@ -85,6 +97,10 @@ layout(push_constant) uniform Push {
     uint     seed_lo;
     uint     seed_hi;
 #endif
+#if defined(DP_LMH_PRE) && DP_LMH_PRE == 2
+    float    eps1;
+    float    off1;
+#endif
 } p;
 
 #define LMH_NO_ID 0xffffffffu
@@ -94,22 +110,56 @@ shared float lmh_x[KMAX];     // the normalised row, rounded to the activation t
 shared float lmh_sv[WG];
 shared uint  lmh_si[WG];
 
-// norm/rmsnorm.comp for one row, statement for statement; the result goes to shared memory.
+// Element i of the row the final norm reads: x's, or with DP_LMH_PRE the last layer's sum as stored
+// (inv1: the scale of a's norm, =2).
+float lmh_in(uint i, float inv1)
+{
+#ifdef DP_LMH_PRE
+#if DP_LMH_PRE == 2
+    const float an = act_round(act_load(p.ra, i) * inv1 * (p.off1 + nw_load(p.wn1, i)));   // rmsnorm.comp's store
+#else
+    const float an = act_load(p.ra, i);
+#endif
+    return act_round(act_load(p.x, i) + an);                                               // eltwise.comp's add
+#else
+    return act_load(p.x, i);
+#endif
+}
+
+// norm/rmsnorm.comp for one row, statement for statement; the result goes to shared memory. With
+// DP_LMH_PRE=2 first the same for a, whose scale lmh_in applies.
 void lmh_norm()
 {
     uint rw, ln;
     norm_lane(rw, ln);
     uint n = p.K;
-    ACT_In xr = p.x;
+    float inv1 = 1.0;
+#if defined(DP_LMH_PRE) && DP_LMH_PRE == 2
+    {
+        float ac[LMH_CACHE];
+        float sa = 0.0;
+        for (uint k = 0u; k < LMH_CACHE; k++) {
+            uint i = ln + k * LR;
+            ac[k] = i < n ? act_load(p.ra, i) : 0.0;
+            sa += ac[k] * ac[k];
+        }
+        for (uint i = ln + LMH_CACHE * LR; i < n; i += LR) {
+            float v = act_load(p.ra, i);
+            sa += v * v;
+        }
+        inv1 = inversesqrt(norm_row_sum(sa, rw) / float(p.K) + p.eps1);
+        barrier();   // norm_red is written again by the row's sum below
+    }
+#endif
     float xc[LMH_CACHE];
     float ss = 0.0;
     for (uint k = 0u; k < LMH_CACHE; k++) {
         uint i = ln + k * LR;
-        xc[k] = i < n ? act_load(xr, i) : 0.0;
+        xc[k] = i < n ? lmh_in(i, inv1) : 0.0;
         ss += xc[k] * xc[k];
     }
     for (uint i = ln + LMH_CACHE * LR; i < n; i += LR) {
-        float v = act_load(xr, i);
+        float v = lmh_in(i, inv1);
         ss += v * v;
     }
     float inv = inversesqrt(norm_row_sum(ss, rw) / float(p.K) + p.eps);
@@ -119,7 +169,7 @@ void lmh_norm()
             if (i < n) lmh_x[i] = act_round(xc[k] * inv * (p.w_offset + nw_load(p.wn, i)));
         }
         for (uint i = ln + LMH_CACHE * LR; i < n; i += LR)
-            lmh_x[i] = act_round(act_load(xr, i) * inv * (p.w_offset + nw_load(p.wn, i)));
+            lmh_x[i] = act_round(lmh_in(i, inv1) * inv * (p.w_offset + nw_load(p.wn, i)));
     }
     barrier();
 }

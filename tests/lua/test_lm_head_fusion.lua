@@ -10,6 +10,9 @@
 -- logits, which must equal the unfused ones bit for bit with f32 activations (the strongest check that it
 -- computes as they do); with f16 activations within one f16 rounding of the normalised row (see case).
 -- The auto workgroup count (lm_head_groups: 16 on a CPU device, up to 1024 on a GPU) reaches the dispatch.
+-- lm_head_pre (the head forming its row from the last layer's residual add, x + a or x + rmsnorm(a), in a
+-- one-token pass): the same checks against the unfused add and norm kernels, which must be gone from the plan
+-- (and there with fusion=-lm_head_pre), and not taken where the sum is read elsewhere.
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -71,12 +74,23 @@ local function act_tensor(act, T, K)
 end
 
 -- Builds and runs the graph; returns next id, the logits (unfused only) and the kernel names.
-local function run(c, fused, keep)
+local function run(c, fused, keep, fusion)
   local g = Graph.new { name = "lm_head_test" }
   local h = g:input("h", { "T", c.K }, "act")
   local nw = g:weight { name = "nw", shape = { c.K }, dtype = c.nw_dtype }
   local W = g:weight { name = "W", shape = { c.N, c.K }, dtype = c.w_dtype }
-  local xn = g:rmsnorm(g:last_row(h), nw, { eps = 1e-6, offset = c.offset })
+  local row = h
+  if c.pre then      -- the last layer's residual sum (lm_head_pre): h + a, or h + rmsnorm(a; nw1) (Gemma)
+    local a = g:input("a", { "T", c.K }, "act")
+    if c.pre == 2 then
+      local nw1 = g:weight { name = "nw1", shape = { c.K }, dtype = c.nw_dtype }
+      row = h + g:rmsnorm(a, nw1, { eps = 1e-5, offset = c.offset })
+    else
+      row = h + a
+    end
+    if c.sum_output then g:output("sum", row) end
+  end
+  local xn = g:rmsnorm(g:last_row(row), nw, { eps = 1e-6, offset = c.offset })
   local logits = g:linear(xn, W)
   logits.dtype = "f32"                     -- as doppler.session makes the logits, and marks the head
   logits.attrs.lm_head = true
@@ -92,7 +106,7 @@ local function run(c, fused, keep)
   end
   g:output("next", nxt)
   local hs = hints.new()
-  hs:set("fusion", fused and "on" or "-lm_head,-lm_head_sample", "test")
+  hs:set("fusion", fusion or (fused and "on" or "-lm_head,-lm_head_sample"), "test")
   for k, v in pairs(c.hints or {}) do hs:set(k, v, "test") end
   local T = c.T
   local idt, post = dev:tensor { dtype = "u32", shape = { T } }, dev:tensor { dtype = "u32", shape = { T } }
@@ -100,8 +114,8 @@ local function run(c, fused, keep)
   for i = 1, T do iv[i], pv[i] = i, c.pos0 + i - 1 end
   idt:upload(iv); post:upload(pv)
   local p = plan.compile(dev, g, {
-    T = T, act = c.act, kv = c.act, hints = hs, weights = { nw = c.nw, W = c.W },
-    inputs = { h = c.h, ids = idt, pos = post }, states = { ctx = c.ctx },
+    T = T, act = c.act, kv = c.act, hints = hs, weights = { nw = c.nw, W = c.W, nw1 = c.nw1 },
+    inputs = { h = c.h, a = c.a, ids = idt, pos = post }, states = { ctx = c.ctx },
     constants = function() end, keep_logits = keep,
   })
   p:run()
@@ -143,6 +157,15 @@ end
 local function lm_bounds(c)
   local h, nw = c.h:download(), c.nw:download()
   local K, N = c.K, c.N
+  if c.pre then      -- the row the head normalises: h + a or h + rmsnorm(a; nw1), as a scale for the bound
+    local a, an = c.a:download(), {}
+    local w1 = c.pre == 2 and c.nw1:download()
+    local sa = 0
+    for k = 1, K do sa = sa + a[k] ^ 2 end
+    local inv1 = 1 / math.sqrt(sa / K + 1e-5)
+    for k = 1, K do an[k] = w1 and a[k] * inv1 * (c.offset + w1[k]) or a[k] end
+    for k = 1, K do h[k] = h[k] + an[k] end
+  end
   local base, ss = (c.T - 1) * K, 0
   for k = 1, K do ss = ss + h[base + k] ^ 2 end
   local inv = 1 / math.sqrt(ss / K + 1e-6)
@@ -176,7 +199,7 @@ local function lm_bounds(c)
 end
 
 local function case(c)
-  c.T = c.T or 3
+  c.T = c.T or (c.pre and 1 or 3)
   c.pos0 = c.pos0 or 5
   c.nw_dtype = c.nw_dtype or "f32"
   c.offset = c.offset or 0
@@ -185,6 +208,12 @@ local function case(c)
   local nv = {}
   for i = 1, c.K do nv[i] = rand() * 0.5 end
   c.nw:upload(nv)
+  if c.pre then
+    c.a = act_tensor(c.act, c.T, c.K)
+    c.nw1 = dev:tensor { dtype = c.nw_dtype, shape = { c.K } }
+    for i = 1, c.K do nv[i] = rand() * 0.5 end
+    c.nw1:upload(nv)
+  end
   c.W = weight(c.w_dtype, c.N, c.K, c.wopt or {})
   c.ctx = dev:tensor { dtype = "u32", shape = { 64 } }
   local plain = run(c, false)
@@ -194,6 +223,12 @@ local function case(c)
     check.truthy(has(r.kernels, "lm_head") or has(r.kernels, "lm_head_q"), "the fused kernel ran")
     check.truthy(not has(r.kernels, "argmax_partial") and not has(r.kernels, "sample_gumbel")
                  and not has(r.kernels, "rmsnorm") and not has(r.kernels, "softcap"), "no unfused kernel left")
+    if c.pre then check.truthy(not has(r.kernels, "eltwise"), "lm_head_pre: the residual add is in the head") end
+  end
+  if c.pre then
+    local head_only = run(c, true, false, "-lm_head_pre")
+    check.truthy(has(head_only.kernels, "eltwise"), "fusion=-lm_head_pre: the add runs")
+    check.eq(has(head_only.kernels, "rmsnorm"), c.pre == 2, "fusion=-lm_head_pre: the post-norm runs (Gemma's form)")
   end
   check.truthy(fused.logits == nil, "without keep_logits the fused plan writes no logits")
   check.truthy(plain.logits ~= nil and #plain.logits == c.N, "unfused logits")
@@ -342,6 +377,40 @@ check.case("quantised head with int8 x (gemv_q_x q8x2, q8): fused/lm_head_q.comp
   end
 end)
 
+check.case("lm_head_pre: the head forms the last layer's sum (x + a, x + rmsnorm(a)) as the unfused kernels", function()
+  for _, c in ipairs {
+    { act = "f32", w_dtype = "f32", K = 256, N = 1001, pre = 1 },
+    { act = "f32", w_dtype = "f16", K = 1152, N = 1001, pre = 2, offset = 1 },
+    { act = "f32", w_dtype = "bf16", K = 100, N = 999, pre = 2, nw_dtype = "bf16" },     -- element path
+    { act = "f16", w_dtype = "f16", K = 256, N = 2047, pre = 2, nw_dtype = "f16", offset = 1, softcap = 30 },
+    { act = "f16", w_dtype = "f32", K = 512, N = 1001, pre = 1 },
+    { act = "f32", w_dtype = "q8_0", K = 576, N = 1001, pre = 2, hints = { q_matmul = "fused", gemv_q_x = "q8x2" } },
+    { act = "f32", w_dtype = "q6_k", K = 768, N = 999, pre = 1, hints = { q_matmul = "fused" } },
+    { act = "f16", w_dtype = "q8_0", K = 512, N = 1003, pre = 2, hints = { q_matmul = "dequant_f16" } },
+    { act = "f16", w_dtype = "f16", K = 256, N = 1001, pre = 2, sample = sampler.spec { temperature = 0.8, seed = 9 },
+      seed = 9 },
+  } do case(c) end
+end)
+
+check.case("lm_head_pre: not taken where the sum is read elsewhere, or for more than one token", function()
+  local function kernels(c, T)
+    c.T, c.pos0, c.nw_dtype, c.offset = T, 5, "f32", 0
+    c.h, c.a = act_tensor("f32", T, 64), act_tensor("f32", T, 64)
+    c.nw = dev:tensor { dtype = "f32", shape = { 64 } }
+    c.nw1 = dev:tensor { dtype = "f32", shape = { 64 } }
+    local ones = {}
+    for i = 1, 64 do ones[i] = 1 end
+    c.nw:upload(ones); c.nw1:upload(ones)
+    c.W = weight("f32", 300, 64, {})
+    c.ctx = dev:tensor { dtype = "u32", shape = { 64 } }
+    return run(c, true, false).kernels
+  end
+  local k = kernels({ act = "f32", w_dtype = "f32", K = 64, N = 300, pre = 2, sum_output = true }, 1)
+  check.truthy(has(k, "lm_head") and has(k, "eltwise"), "the sum is an output: the add stays")
+  k = kernels({ act = "f32", w_dtype = "f32", K = 64, N = 300, pre = 1 }, 3)
+  check.truthy(has(k, "lm_head") and has(k, "eltwise"), "3 tokens: the add stays")
+end)
+
 check.case("not fused: top-k draws and the repetition penalty (they need every logit)", function()
   local c = { act = "f32", w_dtype = "f32", K = 64, N = 300, T = 1, pos0 = 0 }
   c.h = act_tensor("f32", 1, 64)
@@ -388,6 +457,7 @@ for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
         local got, names = gen("on", chunk, sopts)
         check.eq(got, want, ("ids, decode_chunk %d, temperature %g"):format(chunk, sopts.temperature))
         check.truthy(has(names, "lm_head"), "the fused kernel ran")
+        check.truthy(not has(names, "eltwise"), "lm_head_pre: the last residual add is in the head")
       end
     end
   end)

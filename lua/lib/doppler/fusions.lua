@@ -539,4 +539,48 @@ M.register {
   end,
 }
 
+-- lm_head(last_row(y)) in a one-token pass, y = x + a or x + rmsnorm(a; w1) the last layer's residual sum,
+-- read by the head only  ->  the head forms y itself (fused/lm_head_common.glsl, DP_LMH_PRE): one dispatch
+-- less for Llama's form (the add), two for Gemma's (its post-norm and the add; the norm weights must share a
+-- dtype). The kernel computes y as those kernels store it, so the ids and logits stay those of the unfused
+-- path. Why: each was a tiny dispatch of its own on the decode's critical path (~4-5 us on the H100,
+-- docs/BENCHMARKS.md, session 23).
+local function plain_row(v, y)   -- an operand the kernel can read as a contiguous row of y's length
+  return v.op ~= "slice" and #v.shape == 2 and v.shape[2] == y.shape[2]
+end
+
+M.register {
+  name = "lm_head_pre", op = "lm_head",
+  apply = function(n, ctx)
+    local row, wn = n.inputs[1], n.inputs[2]
+    if n.attrs.pre or not (ctx.env and ctx.env.T == 1) then return end
+    if row.op ~= "last_row" or row.is_output or not ctx.only_reader(row, n) then return end
+    local y = row.inputs[1]
+    if y.op ~= "add" or y.is_output or not ctx.only_reader(y, row) then return end
+    if type(y.shape[2]) ~= "number" or not (plain_row(y.inputs[1], y) and plain_row(y.inputs[2], y)) then return end
+    local function normed(v)
+      return v.op == "rmsnorm" and not v.is_output and ctx.only_reader(v, y) and v.inputs[2].dtype == wn.dtype
+             and plain_row(v.inputs[1], y)
+    end
+    local x, a, r = y.inputs[1], y.inputs[2], nil
+    if normed(a) then r = a elseif normed(x) then x, r = a, x end
+    local pre = { kind = r and 2 or 1 }
+    local inputs = { n.inputs[1], n.inputs[2], n.inputs[3] }
+    if n.attrs.sample then inputs[4] = n.inputs[4] end
+    inputs[1] = x
+    pre.a_at = #inputs + 1
+    inputs[pre.a_at] = r and r.inputs[1] or a
+    if r then
+      pre.w1_at = #inputs + 1
+      inputs[pre.w1_at] = r.inputs[2]
+      pre.eps1, pre.offset1 = r.attrs.eps, r.attrs.offset
+    end
+    local attrs = {}
+    for key, val in pairs(n.attrs) do attrs[key] = val end
+    attrs.pre = pre
+    n.attrs = attrs
+    n.inputs = inputs
+  end,
+}
+
 return M

@@ -1427,7 +1427,9 @@ end
 
 -- ---- fused final norm + LM head + argmax / draw (fusions.lua: lm_head) ------------------------------------
 -- inputs: x (the hidden row before the final norm, [1, K]), the norm weight, the LM head W [N, K], and for
--- a draw n_ctx (its counter); attrs.logits: the logits node to write as well (env.keep_logits). Every
+-- a draw n_ctx (its counter); attrs.logits: the logits node to write as well (env.keep_logits);
+-- attrs.pre (fusion lm_head_pre): x is the residual stream and the row is x + a or x + rmsnorm(a; w1), a and
+-- w1 the inputs at attrs.pre.a_at and w1_at (fused/lm_head_common.glsl, DP_LMH_PRE). Every
 -- workgroup normalises x itself, then computes its rows' logits exactly as the unfused kernels would (the same rmsnorm layout, the same GEMV parameters, softcap's formula) and
 -- keeps the best (value, index); argmax_final.comp picks the id from the gx pairs.
 M.LM_HEAD_MAX_K = 4096      -- the normalised row lives in shared memory (4 * K bytes)
@@ -1465,6 +1467,8 @@ R.lm_head = function(ctx, n)
   if nwd then defs[#defs + 1] = nwd end
   if a.sample then defs[#defs + 1] = "DP_LMH_SAMPLE" end
   if a.logits then defs[#defs + 1] = "DP_LMH_LOGITS" end
+  local pre = a.pre
+  if pre then defs[#defs + 1] = "DP_LMH_PRE=" .. pre.kind end
   local nl = norm_layout(K, 1)
   if not qdef and gw % subgroup_size(ctx) ~= 0 then
     Graph.fail("lm_head at %s: the GEMV workgroup (%d) is not a multiple of the subgroup size (%d); "
@@ -1491,6 +1495,16 @@ R.lm_head = function(ctx, n)
   }
   if a.logits then push.logits = ctx.t(a.logits) end
   if qdef then push.w_row_blocks = row_blocks(wt) end
+  if pre then
+    push.ra = ctx.t(n.inputs[pre.a_at])
+    if pre.kind == 2 then
+      local w1 = n.inputs[pre.w1_at]
+      if w1.etype ~= wn.etype then
+        Graph.fail("lm_head at %s: the norm weights %s and %s differ in dtype", n.where, w1.attrs.name, wn.attrs.name)
+      end
+      push.wn1, push.eps1, push.off1 = ctx.t(w1), pre.eps1, pre.offset1 or 0
+    end
+  end
   local sp = a.sample
   if sp then
     push.steps = ctx.t(n_ctx)
