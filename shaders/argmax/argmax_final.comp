@@ -16,37 +16,11 @@ layout(push_constant) uniform Push {
     uint    n_chunks;
 } p;
 
-shared float sv[WG];
-shared uint  si[WG];
-
-bool beats(float a, uint ia, float b, uint ib)
-{
-    bool an = isnan(a), bn = isnan(b);
-    if (an != bn) return an;
-    if (an || a == b) return ia < ib;
-    return a > b;
-}
+#include "argmax_reduce.glsl"
 
 void main()
 {
-    uint r = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
-    float bv = 0.0;
-    uint bi = 0xffffffffu;
-    for (uint c = tid; c < p.n_chunks; c += WG) {
-        float v = p.part_val.v[r * p.n_chunks + c];
-        uint i = p.part_idx.v[r * p.n_chunks + c];
-        if (bi == 0xffffffffu || beats(v, i, bv, bi)) { bv = v; bi = i; }
-    }
-    sv[tid] = bv;
-    si[tid] = bi;
-    barrier();
-    for (uint s = WG / 2u; s > 0u; s >>= 1) {
-        if (tid < s && si[tid + s] != 0xffffffffu &&
-            (si[tid] == 0xffffffffu || beats(sv[tid + s], si[tid + s], sv[tid], si[tid]))) {
-            sv[tid] = sv[tid + s];
-            si[tid] = si[tid + s];
-        }
-        barrier();
-    }
-    if (tid == 0u) p.ids.v[r] = si[0];
+    uint r = gl_WorkGroupID.x;
+    uint id = argmax_reduce(p.part_val, p.part_idx, r * p.n_chunks, p.n_chunks);
+    if (gl_LocalInvocationID.x == 0u) p.ids.v[r] = id;
 }

@@ -6,9 +6,16 @@
 // step of the chunk is skipped: the steps' kernels are dispatched indirectly from `args`, whose group
 // counts this kernel zeroes, and this kernel itself changes nothing more.
 // mode 0 (at the start of a chunk): args = tmpl (the normal group counts), nothing else.
-// Dispatch: (1, 1, 1); one invocation does everything (a few words).
-// Push:  next (u32 [1], read)  ids, pos (u32 [1], readwrite)  state (u32 [4 + stops], readwrite)
-//        out (u32 [chunk], write)  args (u32 [3 * n_args], write)  tmpl (u32 [3 * n_args], read)  n_args, mode
+// mode 2: first the step's last kernel, argmax_final.comp (argmax_reduce.glsl over part_val / part_idx, the
+//   fused LM head's n_chunks pairs), whose id it writes to next as that kernel would, then mode 1. Why: the
+//   two were dependent single-workgroup dispatches (~6-7 us each on the H100, docs/BENCHMARKS.md session 23);
+//   doppler.loop records mode 2 where a step ends with argmax_final writing next.
+// Dispatch: (1, 1, 1); invocation 0 does the advance (a few words); the others take part in mode 2's argmax.
+// Push:  next (u32 [1], read; written in mode 2)  ids, pos (u32 [1], readwrite)  state (u32 [4 + stops],
+//        readwrite)  out (u32 [chunk], write)  args (u32 [3 * n_args], write)  tmpl (u32 [3 * n_args], read)
+//        part_val (f32 [n_chunks]), part_idx (u32 [n_chunks]) (mode 2; any buffer otherwise)  n_args, mode,
+//        n_chunks (mode 2)
+// Spec:  WG  workgroup size, a power of two (1; mode 2: argmax_final's)
 // state: [0] stopped (0 running, 1 stop id, 2 length limit, 3 no candidate), [1] ids emitted so far this
 //        chunk, [2] the most ids this chunk may emit, [3] number of stop ids, [4..] the stop ids
 // The host reads only the out ring (4 bytes per generated token): a stop it cannot infer (a stop id, no
@@ -17,19 +24,25 @@
 // Ids are vocabulary indices, far below STOP_MARK.
 #include "dp_common.glsl"
 
-layout(local_size_x = 1) in;
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 1;
 
 layout(push_constant) uniform Push {
-    U32In   next;
+    U32Buf  next;
     U32Buf  ids;
     U32Buf  pos;
     U32Buf  state;
     U32Out  out_ids;
     U32Out  args;
     U32In   tmpl;
+    F32In   part_val;
+    U32In   part_idx;
     uint    n_args;
     uint    mode;
+    uint    n_chunks;
 } p;
+
+#include "../argmax/argmax_reduce.glsl"
 
 const uint STOP_MARK = 0xfffffff0u;
 
@@ -42,12 +55,21 @@ void stop(uint why)
 
 void main()
 {
+    const bool lead = gl_LocalInvocationID.x == 0u;
     if (p.mode == 0u) {
-        for (uint i = 0; i < 3u * p.n_args; i++) p.args.v[i] = p.tmpl.v[i];
+        if (lead) for (uint i = 0; i < 3u * p.n_args; i++) p.args.v[i] = p.tmpl.v[i];
         return;
     }
+    // Every invocation reads the word before invocation 0 can change it (after the argmax's barriers), so
+    // the workgroup returns as one.
     if (p.state.v[0] != 0u) return;
-    uint id = p.next.v[0];
+    uint id;
+    if (p.mode == 2u) {
+        id = argmax_reduce(p.part_val, p.part_idx, 0u, p.n_chunks);
+        if (lead) p.next.v[0] = id;
+    }
+    if (!lead) return;
+    if (p.mode != 2u) id = p.next.v[0];
     if (id == 0xffffffffu) { stop(3u); return; }
     uint n_stops = p.state.v[3];
     for (uint i = 0; i < n_stops; i++)

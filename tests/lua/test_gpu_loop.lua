@@ -2,7 +2,9 @@
 -- fixtures, greedy and seeded sampling give exactly the ids of the step-by-step loop (decode_chunk = 1)
 -- for chunks of 16 and 5 and lengths that are not a multiple of the chunk; a stop id ends generation at
 -- the same place, with nothing emitted after it and the position where the step-by-step loop leaves it;
--- the steps after a stop do no work (their indirect group counts are zero); and a chunk is one submit.
+-- the steps after a stop do no work (their indirect group counts are zero); a chunk is one submit; and where a
+-- step ends with argmax_final (the fused LM head), the advance between two steps takes that stage over (one
+-- dispatch less per step; the ids above are checked with it).
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -109,6 +111,18 @@ for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
     -- where the device has a side queue (the H100), one side kernel serves a generation's replays
     check.truthy(side_step <= 1 and side_chunked <= 1,
                  ("side submits per generation: %d step by step, %d in chunks"):format(side_step, side_chunked))
+  end)
+  check.case(name .. ": the advance between steps runs the fused head's argmax_final (not after a top-p draw)", function()
+    for _, st in ipairs(SETTINGS) do
+      run(M, 16, st.opts, 20)
+      local p = M.s.last_plan
+      local fused_head = st.opts.top_p == nil
+      check.eq(p.loop_argmax_folded, fused_head, st.name .. ": argmax_final folded into the advance")
+      local per_step = #p.calls
+      -- 16 steps of the step's calls, an advance before the first and between two steps, less the
+      -- argmax_final of every step but the last where the advance runs it
+      check.eq(p.dispatches, 16 * per_step + 16 - (fused_head and 15 or 0), st.name .. ": dispatches per chunk")
+    end
   end)
   M.model:close()
 end

@@ -14,6 +14,9 @@
 -- counts read from `args` (one entry per distinct group shape), which the advance kernel zeroes when it
 -- stops; the chunk begins by restoring them from a template. No shader had to learn an early-exit flag.
 -- The host reads back the out ring once per chunk, up to the ids emitted (plus the end marker after a stop).
+-- Where a step ends with argmax_final writing `next` (the fused LM head's second stage), the advance
+-- between two steps runs that stage itself (advance.comp's mode 2): one dependent dispatch less per token.
+-- The chunk's last step keeps its argmax_final (the host reads that pick).
 local M = {}
 
 -- Most stop ids the advance kernel checks (state words 4..); more fall back to the step-by-step loop.
@@ -49,20 +52,32 @@ function M.record(dev, p, L)
   p.loop_args = dev:tensor { dtype = "u32", shape = { #counts } }
   p.loop_tmpl = dev:tensor { dtype = "u32", shape = { #counts } }
   p.loop_tmpl:upload(counts)
-  local adv = dev:kernel { file = "loop/advance.comp" }
+  local last = p.calls[#p.calls]
+  local fold = last and last.kernel:name() == "argmax_final" and rawequal(last.push.ids, L.next)
+               and last.groups[1] == 1 and last.groups[2] == 1 and last.groups[3] == 1
+  local adv = dev:kernel { file = "loop/advance.comp", constants = { WG = 1 } }
+  local adv_argmax = fold and dev:kernel { file = "loop/advance.comp", constants = { WG = 256 } }
   local function advance(mode)
-    p.recorder:dispatch(adv, { 1, 1, 1 }, {
+    p.recorder:dispatch(mode == 2 and adv_argmax or adv, { 1, 1, 1 }, {
       next = L.next, ids = L.ids, pos = L.pos, state = L.state, out_ids = L.out,
       args = p.loop_args, tmpl = p.loop_tmpl, n_args = n_args, mode = mode,
+      part_val = mode == 2 and last.push.part_val or L.state, part_idx = mode == 2 and last.push.part_idx or L.state,
+      n_chunks = mode == 2 and last.push.n_chunks or 0,
     })
   end
   advance(0)
   for s = 1, L.steps do
-    for _, c in ipairs(p.calls) do p.recorder:dispatch_indirect(c.kernel, p.loop_args, c.offset, c.push) end
-    if s < L.steps then advance(1) end
+    local between = s < L.steps
+    for i, c in ipairs(p.calls) do
+      if not (fold and between and i == #p.calls) then
+        p.recorder:dispatch_indirect(c.kernel, p.loop_args, c.offset, c.push)
+      end
+    end
+    if between then advance(fold and 2 or 1) end
   end
   p.loop_steps = L.steps
-  p.dispatches = p.dispatches * L.steps + L.steps
+  p.loop_argmax_folded = fold or false
+  p.dispatches = p.dispatches * L.steps + L.steps - (fold and L.steps - 1 or 0)
 end
 
 return M
