@@ -231,6 +231,32 @@ local function norm_layout(d, rows)
   return lanes * per, per, math.min(groups, WG_MAX_GROUPS), ceil_div(groups, WG_MAX_GROUPS)
 end
 
+-- fusions.lua's embed_norm: the lookup and the norm that reads it, in rmsnorm's layout (embed/embed_norm.comp;
+-- inputs ids, table, the norm weight, and the embed node it also writes). The workgroup's rows are staged in
+-- shared memory: ROWS x C floats, at most 8192 x 4 bytes (ROWS is 1 from C > 1024 on).
+M.EMBED_NORM_MAX_C = 8192
+R.embed_norm = function(ctx, n)
+  local ids, tab, w, x = n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]
+  local T, C = n.bshape[1], n.bshape[2]
+  local wg, per, gx, gy = norm_layout(C, T)
+  local qdef, defs = Q_DEFINE[tab.etype], nil
+  if qdef then
+    if C % 8 ~= 0 then Graph.fail("plan: quantised table %s has rows of %d elements (embed_norm needs a multiple of 8)", tab.attrs.name, C) end
+    defs = { qdef, "DP_TABLE_Q", LAYOUT_DEFINE[M.layout_of(ctx.t(tab))] }   -- row_wise has no layout define
+  else
+    defs = { ctx.weight_define(tab.etype, tab.attrs.name) }
+  end
+  local nwd = NW_DEFINE[w.etype]
+  if nwd == nil then Graph.fail("embed_norm: the norm weight %s has dtype %s", w.attrs.name, tostring(w.etype)) end
+  if nwd then defs[#defs + 1] = nwd end
+  local k = ctx.kernel("embed/embed_norm.comp", ctx.defines(defs), { WG = wg, ROWS = per, CMAX = C })
+  ctx.dispatch(k, gx, gy, 1, {
+    ids = ctx.t(ids), table = ctx.t(tab), x = ctx.t(x), w = ctx.t(w), y = ctx.t(n), T = T, C = C,
+    rows = tab.bshape[1], scale = n.attrs.scale, row_blocks = qdef and row_blocks(ctx.t(tab)) or 0,
+    eps = n.attrs.eps, w_offset = n.attrs.offset,
+  })
+end
+
 R.rmsnorm = function(ctx, n)
   local x, w = n.inputs[1], n.inputs[2]
   local d = n.bshape[#n.bshape]
