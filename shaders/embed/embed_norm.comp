@@ -4,9 +4,11 @@
 //   x[t, c] = table[ids[t], c] * scale    as embed/gather.comp (or gather_q.comp for a table in ggml blocks)
 //                                         computes it, stored in the activation type;
 //   h[t]    = rmsnorm(x[t]; w, eps, w_offset)   as norm/rmsnorm.comp computes it.
-// Bit for bit those two kernels: the workgroup gathers its rows into shared memory (values scaled in f32 and
-// rounded to the activation type, the values rmsnorm.comp would load) and stores x; then rmsnorm.comp's
-// statements run on them with its lanes (norm_rows.glsl) and summation order.
+// The same values at the same rounding points: the workgroup gathers its rows into shared memory (values
+// scaled in f32 and rounded to the activation type, the values rmsnorm.comp would load) and stores x; then
+// rmsnorm.comp's statements run on them with its lanes (norm_rows.glsl) and summation order. Bit for bit on
+// lavapipe; on the H100 x is too, and h with f16 activations within one f16 ulp (the driver compiles the two
+// kernels' same statements differently: docs/BENCHMARKS.md 30f, 30g).
 // Why: in a decode step the first layer's input norm was a single-workgroup dispatch of its own right after
 // the lookup, on the critical path (~4-5 us on the H100, docs/BENCHMARKS.md session 23).
 // An id >= rows yields a zero row, as in gather.comp.

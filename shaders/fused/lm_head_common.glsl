@@ -115,12 +115,15 @@ shared uint  lmh_si[WG];
 float lmh_in(uint i, float inv1)
 {
 #ifdef DP_LMH_PRE
+    // precise: the unfused kernels store a's normed value before the add reads it, so no multiply-add may
+    // be contracted into an fma here (with f32 activations the stores round nothing to stop it)
 #if DP_LMH_PRE == 2
-    const float an = act_round(act_load(p.ra, i) * inv1 * (p.off1 + nw_load(p.wn1, i)));   // rmsnorm.comp's store
+    precise const float an = act_round(act_load(p.ra, i) * inv1 * (p.off1 + nw_load(p.wn1, i)));   // rmsnorm.comp's store
 #else
-    const float an = act_load(p.ra, i);
+    precise const float an = act_load(p.ra, i);
 #endif
-    return act_round(act_load(p.x, i) + an);                                               // eltwise.comp's add
+    precise const float y = act_load(p.x, i) + an;                                         // eltwise.comp's add
+    return act_round(y);
 #else
     return act_load(p.x, i);
 #endif

@@ -8,6 +8,10 @@
 -- lane caches), 1 to 70 tokens (and more than one workgroup of rows), and
 -- an id past the table (a zero row, as the lookup gives). The unfused rows are checked on the host too: x
 -- against the table's values times the scale, rounded as stored.
+-- Bit for bit on a CPU device (lavapipe). On the H100, x is bit for bit too, but with f16 activations h came
+-- out one f16 unit in the last place off the unfused rmsnorm.comp's in some elements (docs/BENCHMARKS.md 30f,
+-- 30g: the same statements; the driver compiles the two kernels differently, and `precise` on the sums did
+-- not change it), so on a GPU h is held to one unit in the last place of the activation type.
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -76,6 +80,24 @@ local function same_bits(a, b, what)
   end
 end
 
+-- One unit in the last place of |v| in the activation type (f16: 10 fraction bits, subnormal below 2^-14).
+local function ulp(act, v)
+  local bits, lowest = act == "f16" and 10 or 23, act == "f16" and -14 or -126
+  local e = v ~= 0 and math.floor(math.log(math.abs(v), 2)) or lowest
+  return 2.0 ^ (math.max(e, lowest) - bits)
+end
+
+local function within_ulp(a, b, act, what)
+  check.eq(#a, #b, what .. " length")
+  for i = 1, #a do
+    if not (math.abs(a[i] - b[i]) <= ulp(act, b[i])) then
+      error(("%s[%d]: fused %.9g, unfused %.9g (more than one %s ulp)"):format(what, i - 1, a[i], b[i], act))
+    end
+  end
+end
+
+local on_cpu = dev:caps().type == "cpu"
+
 local function case(c)
   c.rows, c.scale, c.offset, c.nw = c.rows or 50, c.scale or 1.0, c.offset or 0, c.nw or "f32"
   local tv
@@ -93,7 +115,7 @@ local function case(c)
   check.truthy(has(fused.kernels, "embed_norm") and not has(fused.kernels, "rmsnorm"), "fused: one kernel")
   check.truthy(has(plain.kernels, "rmsnorm"), "fusion=-embed_norm: the norm runs")
   same_bits(fused.x, plain.x, "x")
-  same_bits(fused.h, plain.h, "h")
+  if on_cpu then same_bits(fused.h, plain.h, "h") else within_ulp(fused.h, plain.h, c.act, "h") end
   for t = 1, c.T do          -- the lookup itself, on the host
     for k = 1, c.C do
       local id = idv[t]

@@ -418,8 +418,8 @@ M.register {
 
 -- rmsnorm(embed(ids, table)), the first layer's input norm over the token embeddings (which the residual
 -- stream reads too)  ->  one kernel (embed/embed_norm.comp, op embed_norm) that looks the rows up, stores them
--- (the embed node becomes its second output) and normalises them, bit for bit as gather / gather_q and
--- rmsnorm.comp. Why: the norm was a single-workgroup dispatch right after the lookup on the decode's critical
+-- (the embed node becomes its second output) and normalises them, as gather / gather_q and rmsnorm.comp do
+-- (bit for bit on lavapipe; on the H100 h within one f16 ulp, embed_norm.comp says why). Why: the norm was a single-workgroup dispatch right after the lookup on the decode's critical
 -- path (~4-5 us on the H100, docs/BENCHMARKS.md session 23). Rows up to lower.EMBED_NORM_MAX_C (the
 -- workgroup's rows live in shared memory); a quantised table needs rows of a multiple of 8 (gather_q's).
 M.register {
