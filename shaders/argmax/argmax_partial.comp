@@ -26,13 +26,7 @@ shared float sv[WG];
 shared uint  si[WG];
 
 // Does (a, ia) come before (b, ib) in torch.argmax's order? NaN first, then larger, then lower index.
-bool beats(float a, uint ia, float b, uint ib)
-{
-    bool an = isnan(a), bn = isnan(b);
-    if (an != bn) return an;
-    if (an || a == b) return ia < ib;
-    return a > b;
-}
+#include "argmax_order.glsl"
 
 void main()
 {
@@ -44,14 +38,14 @@ void main()
     uint bi = 0xffffffffu;          // "none yet": loses to any element
     for (uint i = begin + tid; i < end; i += WG) {
         float v = act_load(xr, i);
-        if (bi == 0xffffffffu || beats(v, i, bv, bi)) { bv = v; bi = i; }
+        if (bi == 0xffffffffu || am_beats(v, i, bv, bi)) { bv = v; bi = i; }
     }
     sv[tid] = bv;
     si[tid] = bi;
     barrier();
     for (uint s = WG / 2u; s > 0u; s >>= 1) {
         if (tid < s && si[tid + s] != 0xffffffffu &&
-            (si[tid] == 0xffffffffu || beats(sv[tid + s], si[tid + s], sv[tid], si[tid]))) {
+            (si[tid] == 0xffffffffu || am_beats(sv[tid + s], si[tid + s], sv[tid], si[tid]))) {
             sv[tid] = sv[tid + s];
             si[tid] = si[tid + s];
         }

@@ -4,18 +4,12 @@
 // index). The order is a strict total order, so the workgroup size does not change the result.
 // Needs WG (the workgroup size, a power of two) declared before the include, and dp_common.glsl.
 
+#include "argmax_order.glsl"
+
 shared float am_sv[WG];
 shared uint  am_si[WG];
 
 const uint AM_NONE = 0xffffffffu;   // no candidate
-
-bool am_beats(float a, uint ia, float b, uint ib)
-{
-    bool an = isnan(a), bn = isnan(b);
-    if (an != bn) return an;
-    if (an || a == b) return ia < ib;
-    return a > b;
-}
 
 // The index of the best of pairs base .. base + n - 1 of (val, idx), to every invocation of the workgroup
 // (AM_NONE when none has an index). Every invocation must call it (barriers).

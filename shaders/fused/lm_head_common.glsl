@@ -184,21 +184,14 @@ float lmh_tanh(float x)
     return sign(x) * (1.0 - e) / (1.0 + e);
 }
 
-// argmax_partial.comp's order: NaN first, then larger, then lower index.
-bool lmh_beats(float a, uint ia, float b, uint ib)
-{
-    bool an = isnan(a), bn = isnan(b);
-    if (an != bn) return an;
-    if (an || a == b) return ia < ib;
-    return a > b;
-}
+#include "../argmax/argmax_order.glsl"   // argmax_partial.comp's order: NaN first, then larger, then lower index
 
 bool lmh_before(float a, uint ia, float b, uint ib)
 {
 #ifdef DP_LMH_SAMPLE
     return dp_before(a, ia, b, ib);
 #else
-    return lmh_beats(a, ia, b, ib);
+    return am_beats(a, ia, b, ib);
 #endif
 }
 
@@ -216,7 +209,7 @@ void lmh_consider(float s, uint n, uint step, inout float bv, inout uint bi)
     float key = dp_sample_key(z, p.temperature, p.seed_lo, p.seed_hi, step, n);
     if (bi == LMH_NO_ID || dp_before(key, n, bv, bi)) { bv = key; bi = n; }
 #else
-    if (bi == LMH_NO_ID || lmh_beats(z, n, bv, bi)) { bv = z; bi = n; }
+    if (bi == LMH_NO_ID || am_beats(z, n, bv, bi)) { bv = z; bi = n; }
 #endif
 }
 
