@@ -419,16 +419,17 @@ M.register {
 -- rmsnorm(embed(ids, table)), the first layer's input norm over the token embeddings (which the residual
 -- stream reads too)  ->  one kernel (embed/embed_norm.comp, op embed_norm) that looks the rows up, stores them
 -- (the embed node becomes its second output) and normalises them, as gather / gather_q and rmsnorm.comp do
--- (bit for bit on lavapipe; on the H100 h within one f16 ulp, embed_norm.comp says why). Why: the norm was a single-workgroup dispatch right after the lookup on the decode's critical
--- path (~4-5 us on the H100, docs/BENCHMARKS.md session 23). Rows up to lower.EMBED_NORM_MAX_C (the
--- workgroup's rows live in shared memory); a quantised table needs rows of a multiple of 8 (gather_q's).
+-- (bit for bit on lavapipe; on the H100 h within one f16 ulp, embed_norm.comp says why). Why: the norm was
+-- a single-workgroup dispatch right after the lookup on the decode's critical path (~4-5 us on the H100,
+-- docs/BENCHMARKS.md session 23). Rows up to lower.EMBED_NORM_MAX_C (the workgroup's rows live in shared
+-- memory); a quantised table needs rows of a multiple of 8 (gather_q's); a float norm weight.
 M.register {
   name = "embed_norm", op = "rmsnorm",
   apply = function(n, ctx)
     local e, w = n.inputs[1], n.inputs[2]
     if e.op ~= "embed" or #e.shape ~= 2 then return end
     local C = e.shape[2]
-    if type(C) ~= "number" or C > lower.EMBED_NORM_MAX_C or w.dtype == nil then return end
+    if type(C) ~= "number" or C > lower.EMBED_NORM_MAX_C or not FLOAT_W[w.dtype] then return end
     local ids, tab = e.inputs[1], e.inputs[2]
     if lower.quant_types[tab.dtype] and C % 8 ~= 0 then return end
     n.op = "embed_norm"
