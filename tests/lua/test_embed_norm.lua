@@ -66,10 +66,7 @@ local function run(c, fused)
   return r
 end
 
-local function has(list, name)
-  for _, v in ipairs(list) do if v == name then return true end end
-  return false
-end
+local has = check.has
 
 local function same_bits(a, b, what)
   check.eq(#a, #b, what .. " length")

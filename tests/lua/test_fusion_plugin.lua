@@ -52,10 +52,7 @@ local function same(got, want, tol, what)
   end
 end
 
-local function has(list, name)
-  for _, v in ipairs(list) do if v == name then return true end end
-  return false
-end
+local has = check.has
 
 -- ---- a user fusion from a file ----
 

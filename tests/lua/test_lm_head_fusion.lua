@@ -135,10 +135,7 @@ local function host_argmax(z)
   return bi - 1
 end
 
-local function has(list, name)
-  for _, v in ipairs(list) do if v == name then return true end end
-  return false
-end
+local has = check.has
 
 -- The int8 planes a quantised head's x takes (lower.gemv_q_x: the hint, or under auto two where the
 -- device's packed dot products are accelerated), 0 for x as it is.

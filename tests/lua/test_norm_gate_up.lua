@@ -92,10 +92,7 @@ local function run(c, fused)
   return out
 end
 
-local function has(list, name)
-  for _, v in ipairs(list) do if v == name then return true end end
-  return false
-end
+local has = check.has
 
 local function setup(c)
   c.K, c.N, c.eps1, c.eps2 = c.K or 256, c.N or 64, 1e-6, c.gemma and 1e-6 or 1e-5

@@ -132,4 +132,10 @@ end
 
 function M.join(ids) local t = {} for i, v in ipairs(ids) do t[i] = tostring(v) end return table.concat(t, ",") end
 
+-- Whether `list` holds `name` (e.g. a kernel name in a plan's kernel_log).
+function M.has(list, name)
+  for _, v in ipairs(list) do if v == name then return true end end
+  return false
+end
+
 return M
