@@ -75,8 +75,12 @@ uvec4 dqu_codes8(dq_unit un, uint u, uint h)
     [[unroll]] for (uint i = 0u; i < 4u; ++i) {
         c[i] = (un.c0[i] >> (4u * h)) & 0x0f0f0f0fu;                  // the low 4 bits of each code
 #if defined(DP_Q_Q5_0) || defined(DP_Q_Q5_1)
-        const uint n = (un.c1.x >> (16u * h + 4u * i)) & 15u;          // fifth bits of elements 4i .. 4i + 3
-        c[i] |= ((n & 1u) | ((n & 2u) << 7) | ((n & 4u) << 14) | ((n & 8u) << 21)) << 4;
+        // the fifth bits of elements 4i .. 4i + 3, bit e of n to bit 4 of byte e: n * 0x02040810 is n shifted
+        // left by 4, 11, 18 and 25 (four copies that do not overlap, so the sum is their OR), and bit e of
+        // the copy shifted by 4 + 7e lands on 8e + 4. One multiply and a mask instead of four masks and
+        // shifts: Gemma 3 1B's Q5_0 gate+up (6912 x 1152) 13.1 -> 12.3 us on the H100 (docs/BENCHMARKS.md 31b).
+        const uint n = (un.c1.x >> (16u * h + 4u * i)) & 15u;
+        c[i] |= (n * 0x02040810u) & 0x10101010u;
 #elif defined(DP_Q_Q5_K)
         c[i] |= ((un.c1[i] >> (2u * (u >> 1) + h)) & 0x01010101u) << 4;
 #elif defined(DP_Q_Q6_K)
