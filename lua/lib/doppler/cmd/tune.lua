@@ -42,7 +42,8 @@ local spec = {
 }
 
 -- name -> candidates (full, quick, or for(ctx): this model's); applies(ctx) says whether the knob matters for this model;
--- reload: the weights must be uploaded again; wall: scored by wall-clock time (submits, not kernels).
+-- reload: the weights must be uploaded again; wall: scored by wall-clock time (submits, not kernels), true or a
+-- function of c (for this model and device).
 local KNOBS = {
   { "q_matmul", full = { "fused", "dequant_f16" }, quick = { "fused", "dequant_f16" },
     applies = function(c) return c.quantised end },
@@ -55,7 +56,10 @@ local KNOBS = {
   { "q_layout", full = { "row_wise", "column_wise", "flat" }, reload = true,
     applies = function(c) return c.quantised end },
   { "gemv_wg", full = { 64, 128, 256, 512 }, quick = { 64, 128, 256 } },
-  { "gemv_rows", full = { 1, 2, 4, 8 }, quick = { 2, 4 } },
+  -- where the side prefetcher runs, GPU timestamps miss how these GEMVs share the GPU with its kernel: on the
+  -- H100 gemv_rows=4 made Llama 3.2 1B Q4_K_M's kernels slower by their timestamps (1.145 -> 1.153 ms per
+  -- token) and its decode faster (p50 1.259-1.268 -> 1.240-1.241 ms, docs/BENCHMARKS.md 31c): wall clock there
+  { "gemv_rows", full = { 1, 2, 4, 8 }, quick = { 2, 4 }, wall = function(c) return c.side_queue end },
   { "gemv_unroll", full = { 1, 2, 4 }, quick = { 1, 2 } },
   { "gemv_q_wg", full = { 64, 128, 256, 512 }, quick = { 128, 256 }, applies = function(c) return c.quantised end },
   { "gemv_q_rows", full = { 0, 1, 2, 4, 8 }, quick = { 0, 8 }, applies = function(c) return c.quantised end },
@@ -63,7 +67,10 @@ local KNOBS = {
   -- two-plane int8 activations: as accurate as f16 ones, faster or not by device and matrix (auto: per
   -- matrix, lower.gemv_q_x); one plane is lossy: not tuned
   { "gemv_q_x", full = { "auto", "act", "q8x2" }, applies = function(c) return c.quantised and c.integer_dot end },
-  { "lm_head_groups", full = { 256, 1024, 4096 } },
+  -- the LM head's workgroups: all of them resident at once is the aim, and how many are depends on the
+  -- device, the head's registers and the side prefetcher's workgroups beside it (H100, 31c: Gemma 3 1B
+  -- Q4_K_M's head 0.181 ms per token at 1024, 0.147 at 924; Llama 3.2 1B's best near 528)
+  { "lm_head_groups", full = { 256, 512, 768, 960, 1024, 2048, 4096 }, quick = { 512, 960, 1024 } },
   -- one q head per workgroup (auto) or all of a kv head's in one (the auto before run 21, docs/BENCHMARKS.md)
   { "attention_heads", ["for"] = function(c) return { "auto", tostring(c.kv_group) } end,
     applies = function(c)   -- a group of 6 (Qwen 2 1.5B) has no hint value for "all": not tuned
@@ -213,7 +220,9 @@ local function main(argv)
   for _, kn in ipairs(KNOBS) do
     local cands = kn["for"] and kn["for"](c) or o.quick and kn.quick or (not o.quick and kn.full)
     if cands and (not kn.applies or kn.applies(c)) and not fixed[kn[1]] and (not only or only[kn[1]]) then
-      plan[#plan + 1] = { name = kn[1], cands = cands, reload = kn.reload, wall = kn.wall }
+      local wall = kn.wall
+      if type(wall) == "function" then wall = wall(c) end
+      plan[#plan + 1] = { name = kn[1], cands = cands, reload = kn.reload, wall = wall }
     end
   end
   local total = 0
