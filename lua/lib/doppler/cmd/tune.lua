@@ -69,8 +69,11 @@ local KNOBS = {
   { "gemv_q_x", full = { "auto", "act", "q8x2" }, applies = function(c) return c.quantised and c.integer_dot end },
   -- the LM head's workgroups: all of them resident at once is the aim, and how many are depends on the
   -- device, the head's registers and the side prefetcher's workgroups beside it (H100, 31c: Gemma 3 1B
-  -- Q4_K_M's head 0.181 ms per token at 1024, 0.147 at 924; Llama 3.2 1B's best near 528)
-  { "lm_head_groups", full = { 256, 512, 768, 960, 1024, 2048, 4096 }, quick = { 512, 960, 1024 } },
+  -- Q4_K_M's head 0.181 ms per token at 1024, 0.147 at 924; Llama 3.2 1B's best near 528); wall clock where
+  -- the side prefetcher runs, as gemv_rows (by timestamps 960 and 2048 tied for Gemma, 31d; by wall clock
+  -- 960 won, 31c)
+  { "lm_head_groups", full = { 256, 512, 768, 960, 1024, 2048, 4096 }, quick = { 512, 960, 1024 },
+    wall = function(c) return c.side_queue end },
   -- one q head per workgroup (auto) or all of a kv head's in one (the auto before run 21, docs/BENCHMARKS.md)
   { "attention_heads", ["for"] = function(c) return { "auto", tostring(c.kv_group) } end,
     applies = function(c)   -- a group of 6 (Qwen 2 1.5B) has no hint value for "all": not tuned
