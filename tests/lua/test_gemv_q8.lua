@@ -285,9 +285,20 @@ check.case("auto: q8x2 where dot products are fast and >= 16 row dot products sh
   check.eq(params({ dev = cpu, env = ctx.env }, 512, 256, 2), "64x8", "CPU device, a tiny gate+up: 64 x 8")
   check.eq(params({ dev = cpu, env = ctx.env }, 1152, 6912, nil), "64x8", "CPU device, Gemma's down: 64 x 8")
   check.eq(params({ dev = cpu, env = { act = "f16", hints = hw } }, 512, 256, nil), "128x1", "CPU device, hint gemv_q_wg=128")
-  -- float weights: 128 invocations and 2 rows on a GPU, the CPU rule on a CPU device; a hint wins
-  local function fparams(c, N, K) local wg, rows = lower.gemv_params(c, false, 1, N, K) return wg .. "x" .. rows end
-  check.eq(fparams(fctx, 1152, 6912), "128x2", "float GEMV on a GPU: 128 x 2")
+  -- float weights: 128 invocations and 1 row on a GPU (2 for the LM head and gemv_multi), the CPU rule on a
+  -- CPU device; a hint wins
+  local function fparams(c, N, K, head)
+    local wg, rows = lower.gemv_params(c, false, 1, N, K, nil, head)
+    return wg .. "x" .. rows
+  end
+  check.eq(fparams(fctx, 1152, 6912), "128x1", "float linear on a GPU: 128 x 1")
+  check.eq(fparams(fctx, 262144, 1152, true), "128x2", "float LM head on a GPU: 128 x 2")
+  local hwf = hints.new()
+  hwf:set("gemv_wg", 256, "test")
+  check.eq(fparams({ dev = fctx.dev, env = { act = "f16", hints = hwf } }, 1152, 6912), "256x1",
+           "GPU, hint gemv_wg=256 alone: the linear keeps its row")
+  check.eq(fparams({ dev = fctx.dev, env = { act = "f16", hints = hwf } }, 262144, 1152, true), "256x2",
+           "GPU, hint gemv_wg=256 alone: the head keeps its two")
   check.eq(fparams({ dev = cpu, env = ctx.env }, 1152, 6912), "64x8", "float GEMV on a CPU device: 64 x 8")
   check.eq(table.concat({ lower.gemv_float_default({ dev = cpu }) }, "x"), "64x8", "gemv_multi's on a CPU device")
   check.eq(table.concat({ lower.gemv_float_default(fctx) }, "x"), "128x2", "gemv_multi's on a GPU")

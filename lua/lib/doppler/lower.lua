@@ -443,6 +443,13 @@ function M.gemv_float_default(ctx)
   return 128, 2
 end
 
+-- gemv.comp's linears other than the LM head (o, down) take one row per workgroup on a GPU. Why: on the H100,
+-- beside the side prefetcher's workgroups, one row made decode 1.04x for Llama 3.2 1B Q4_K_M and 1.00-1.005x
+-- for Gemma 3 1B Q4_K_M and both F16 models, measured in one call (docs/BENCHMARKS.md 31g); one row for
+-- gemv_multi's q/k/v as well cost Gemma 3 1B 3 % (31g), and the float LM head at one row cost both F16 models
+-- ~2.5 % (31e), so those keep gemv_float_default's two.
+local LINEAR_ROWS_GPU = 1
+
 -- The tiled GEMM's tile (matmul/gemm.comp, gemm_q.comp: BM tokens x BN outputs, TM x TN of them per
 -- invocation, WG = (BM / TM) * (BN / TN)). GPUs: 64 x 64, 4 x 4 per invocation. A CPU device runs a workgroup
 -- as vectors of 8 lanes one after another, so the rows of a tile past T cost as much as used ones, and each
@@ -479,8 +486,12 @@ function M.gemv_params(ctx, quantised, tt, N, K, nw, head)
     return wg, rows, M.gemv_unroll(ctx, true, tt)
   end
   local wg, rows = hints.gemv_wg or 0, hints.gemv_rows or 0
-  if wg == 0 and rows == 0 then wg, rows = M.gemv_float_default(ctx) end
-  wg, rows = wg ~= 0 and wg or 128, rows ~= 0 and rows or 2
+  local linear_rows = (head or on_cpu(ctx)) and 2 or LINEAR_ROWS_GPU   -- rows where only gemv_wg is hinted
+  if wg == 0 and rows == 0 then
+    wg, rows = M.gemv_float_default(ctx)
+    if not head and not on_cpu(ctx) then rows = LINEAR_ROWS_GPU end
+  end
+  wg, rows = wg ~= 0 and wg or 128, rows ~= 0 and rows or linear_rows
   -- gemv.comp's shared memory is 4 * ROWS * TT * WG bytes (TT <= 4): at most 32 KiB
   if wg * rows > 2048 then Graph.fail("hints: gemv_wg=%d * gemv_rows=%d exceeds 2048 (shared memory)", wg, rows) end
   return wg, rows, M.gemv_unroll(ctx, false, tt)
