@@ -68,6 +68,10 @@ check.case("a table by default; --help; an unknown knob is an error listing the 
                      "--knobs", "gemv_rows", "--dry-run" })
   check.truthy(out:match("| knob | value |") ~= nil, "a markdown table")
   check.truthy(out:match("tuned: gemv_rows=%d") ~= nil, "the summary line")
+  check.truthy(out:match("| gemv_rows | %d | [%d.]+ | [%d.]+ | [%d.]+ | %- |") ~= nil, "scored by GPU timestamps")
+  local w = must({ "tune", "--model", MODEL, "--quick", "--tokens", "2", "--prompt-tokens", "4", "--runs", "1",
+                   "--knobs", "gemv_rows", "--dry-run", "--wall" })
+  check.truthy(w:match("| gemv_rows | %d | [%d.]+ | %- | %- | [%d.]+ |") ~= nil, "--wall: scored by wall clock")
   local help = must({ "tune", "--help" })
   check.truthy(help:match("doppler tune %-%-model PATH") ~= nil, "--help")
   local ok, _, e = run({ "tune", "--model", MODEL, "--knobs", "warp_speed" })
