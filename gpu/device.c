@@ -348,6 +348,13 @@ static void read_caps(VkInstance inst, VkPhysicalDevice pd, uint32_t index, dp_d
         vkGetPhysicalDeviceFeatures2(pd, &fx2);
         c->pipeline_stats = fx.pipelineExecutableInfo;
     }
+    if (has_ext(ext, ne, VK_EXT_CONDITIONAL_RENDERING_EXTENSION_NAME)) {
+        VkPhysicalDeviceConditionalRenderingFeaturesEXT fc = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_CONDITIONAL_RENDERING_FEATURES_EXT};
+        VkPhysicalDeviceFeatures2 fc2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &fc};
+        vkGetPhysicalDeviceFeatures2(pd, &fc2);
+        c->conditional_rendering = fc.conditionalRendering;
+    }
 
     const VkPhysicalDeviceLimits *l = &base.limits;
     c->max_shared_memory = l->maxComputeSharedMemorySize;
@@ -440,7 +447,8 @@ static dp_status pick_device(VkPhysicalDevice *pds, uint32_t n, int want, uint32
     return DP_OK;
 }
 
-static uint32_t device_extensions(VkPhysicalDevice pd, const char **names, bool coopmat_nv, bool exec_props)
+static uint32_t device_extensions(VkPhysicalDevice pd, const char **names, bool coopmat_nv, bool exec_props,
+                                  bool cond)
 {
     uint32_t ne = 0, k = 0;
     vkEnumerateDeviceExtensionProperties(pd, NULL, &ne, NULL);
@@ -452,6 +460,7 @@ static uint32_t device_extensions(VkPhysicalDevice pd, const char **names, bool 
     if (p.apiVersion < VK_API_VERSION_1_3 && has_ext(ext, ne, EXT_SUBGROUP_SIZE)) names[k++] = EXT_SUBGROUP_SIZE;
     if (coopmat_nv) names[k++] = EXT_COOPMAT_NV;
     if (exec_props) names[k++] = EXT_EXEC_PROPS;
+    if (cond) names[k++] = VK_EXT_CONDITIONAL_RENDERING_EXTENSION_NAME;
     free(ext);
     return k;
 }
@@ -519,7 +528,7 @@ static dp_status create_device(dp_device *dev, dp_err *err)
     dev->host_query_reset = s12.hostQueryReset;
 
     const char *exts[8];
-    uint32_t n_ext = device_extensions(pd, exts, c->coopmat_nv, dev->kernel_stats);
+    uint32_t n_ext = device_extensions(pd, exts, c->coopmat_nv, dev->kernel_stats, c->conditional_rendering);
     /* Cooperative matrices (gemm_cm.comp): the extension and its one feature, last in the chain. */
     VkPhysicalDeviceCooperativeMatrixFeaturesNV ecm = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, .cooperativeMatrix = VK_TRUE};
@@ -537,6 +546,15 @@ static dp_status create_device(dp_device *dev, dp_err *err)
         VkBaseOutStructure *t = (VkBaseOutStructure *)&e2;
         while (t->pNext) t = t->pNext;
         t->pNext = (VkBaseOutStructure *)&eex;
+    }
+
+    /* Conditional rendering (dp_recorder_begin_conditional): the feature, where the device has it. */
+    VkPhysicalDeviceConditionalRenderingFeaturesEXT ecr = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_CONDITIONAL_RENDERING_FEATURES_EXT, .conditionalRendering = VK_TRUE};
+    if (c->conditional_rendering) {
+        VkBaseOutStructure *t = (VkBaseOutStructure *)&e2;
+        while (t->pNext) t = t->pNext;
+        t->pNext = (VkBaseOutStructure *)&ecr;
     }
 
     /* A second queue, of another family, for work beside the main queue's recordings (gpu/prefetch.c): its
@@ -574,6 +592,13 @@ static dp_status create_device(dp_device *dev, dp_err *err)
         dev->get_statistics = (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(
             dev->device, "vkGetPipelineExecutableStatisticsKHR");
         dev->kernel_stats = dev->get_executables && dev->get_statistics;
+    }
+    if (c->conditional_rendering) {
+        dev->begin_conditional = (PFN_vkCmdBeginConditionalRenderingEXT)vkGetDeviceProcAddr(
+            dev->device, "vkCmdBeginConditionalRenderingEXT");
+        dev->end_conditional = (PFN_vkCmdEndConditionalRenderingEXT)vkGetDeviceProcAddr(
+            dev->device, "vkCmdEndConditionalRenderingEXT");
+        if (!dev->begin_conditional || !dev->end_conditional) dev->caps.conditional_rendering = false;
     }
     return DP_OK;
 }

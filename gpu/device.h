@@ -64,6 +64,9 @@ typedef struct dp_device_caps {
     ** each compiled kernel (NVIDIA: registers per invocation, ...); DOPPLER_KERNEL_STATS=1 prints them. */
     bool     pipeline_stats;
     bool     buffer_device_address;
+    /* VK_EXT_conditional_rendering with conditionalRendering, switched on: a recording can skip a run of
+    ** dispatches by a word in memory (dp_recorder_begin_conditional; the GPU decode loop's steps after a stop). */
+    bool     conditional_rendering;
 
     uint32_t max_shared_memory;     /* maxComputeSharedMemorySize, bytes */
     uint32_t max_wg_size[3];        /* maxComputeWorkGroupSize */

@@ -34,6 +34,9 @@ struct dp_device {
     bool                     kernel_stats;
     PFN_vkGetPipelineExecutablePropertiesKHR get_executables;
     PFN_vkGetPipelineExecutableStatisticsKHR get_statistics;
+    /* caps.conditional_rendering switched on */
+    PFN_vkCmdBeginConditionalRenderingEXT begin_conditional;
+    PFN_vkCmdEndConditionalRenderingEXT end_conditional;
 
     dp_pool                 *pool;
     dp_shader_cache         *shaders;

@@ -138,7 +138,8 @@ static dp_status new_block(dp_pool *p, dp_mem kind, uint64_t size, bool dedicate
     VkBufferCreateInfo bi = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size = size,
-        .usage = USAGE,
+        /* a predicate of conditional rendering may live in any buffer (gpu/recorder.h) */
+        .usage = USAGE | (dev->caps.conditional_rendering ? VK_BUFFER_USAGE_CONDITIONAL_RENDERING_BIT_EXT : 0),
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
     if ((st = DP_VK(err, vkCreateBuffer(d, &bi, NULL, &b.buf))) != DP_OK) return st;

@@ -365,6 +365,12 @@ void dp_prefetch_quiesce(dp_device *dev)
     if (dev->side_active) stop(dev->side_active, &ignored);
 }
 
+void dp_prefetch_restart(dp_device *dev, dp_prefetch *pf)
+{
+    dp_err ignored = {0};
+    if (pf && dev->side_active == pf) stop(pf, &ignored);
+}
+
 void dp_prefetch_schedule_size(const dp_prefetch *pf, uint64_t *stages, uint64_t *ranges)
 {
     *stages = pf->sched_stages;

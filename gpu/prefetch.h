@@ -60,5 +60,7 @@ dp_status dp_prefetch_before_run(dp_device *dev, dp_prefetch *pf, bool replay, d
 void      dp_prefetch_schedule_size(const dp_prefetch *pf, uint64_t *stages, uint64_t *ranges);
 /* Stops whichever side kernel runs on dev (before device memory is freed: it may be reading it). */
 void      dp_prefetch_quiesce(dp_device *dev);
+/* Stops pf's side kernel if it runs (the next dp_prefetch_before_run of a replay starts it at count 0). */
+void      dp_prefetch_restart(dp_device *dev, dp_prefetch *pf);
 
 #endif

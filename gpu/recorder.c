@@ -36,6 +36,7 @@ struct dp_recorder {
     dp_recorder_stats st;
     dp_prefetch      *pf;             /* the side prefetcher (dp_recorder_prefetch), or NULL */
     bool              stage_open;     /* a dispatch was recorded since the last barrier */
+    bool              cond_open;      /* inside dp_recorder_begin_conditional .. end */
     /* profiling of the current recording */
     bool              profiling;
     VkQueryPool      *pools;
@@ -44,6 +45,15 @@ struct dp_recorder {
     const char      **names;          /* per profiled dispatch: the kernel's name (kernels live as long as dev) */
     uint32_t          cap_names;
 };
+
+/* Ends a recording that will not be submitted (a conditional block left open is closed first: Vulkan
+** forbids ending a command buffer inside one). */
+static void abandon(dp_recorder *r)
+{
+    if (r->cond_open) r->dev->end_conditional(r->cmd);
+    r->cond_open = false;
+    vkEndCommandBuffer(r->cmd);
+}
 
 /* ---- the dispatch builder ----------------------------------------------------------------------- */
 
@@ -221,7 +231,7 @@ void dp_recorder_destroy(dp_recorder *r)
 {
     if (!r) return;
     VkDevice d = r->dev->device;
-    if (r->state == REC_RECORDING) vkEndCommandBuffer(r->cmd);
+    if (r->state == REC_RECORDING) abandon(r);
     dp_prefetch_destroy(r->pf);
     if (r->fence) vkDestroyFence(d, r->fence, NULL);
     if (r->cmd) vkFreeCommandBuffers(d, r->dev->cmd_pool, 1, &r->cmd);
@@ -238,7 +248,7 @@ dp_status dp_recorder_prefetch(dp_recorder *r, const dp_prefetch_opts *o, dp_err
 {
     dp_prefetch_destroy(r->pf);
     r->pf = NULL;
-    if (r->state == REC_RECORDING) vkEndCommandBuffer(r->cmd);
+    if (r->state == REC_RECORDING) abandon(r);
     r->state = REC_IDLE;   /* a recording made without signals cannot be replayed with the prefetcher */
     return o ? dp_prefetch_create(r->dev, o, &r->pf, err) : DP_OK;
 }
@@ -246,7 +256,7 @@ dp_status dp_recorder_prefetch(dp_recorder *r, const dp_prefetch_opts *o, dp_err
 dp_status dp_recorder_begin(dp_recorder *r, dp_err *err)
 {
     dp_status st;
-    if (r->state == REC_RECORDING) vkEndCommandBuffer(r->cmd);
+    if (r->state == REC_RECORDING) abandon(r);
     r->state = REC_IDLE;
     if ((st = DP_VK(err, vkResetCommandBuffer(r->cmd, 0))) != DP_OK) return st;
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -255,10 +265,11 @@ dp_status dp_recorder_begin(dp_recorder *r, dp_err *err)
     r->bound = VK_NULL_HANDLE;
     r->reads.n = r->writes.n = r->unfenced.n = 0;
     r->xfer_pending = false;
-    r->st.dispatches = r->st.barriers = r->st.transfers = 0;
+    r->st.dispatches = r->st.barriers = r->st.transfers = r->st.conditionals = 0;
     r->used = 0;
     r->profiling = dp_profiler_enabled(r->dev->profiler) && r->dev->caps.timestamps;
     r->stage_open = false;
+    r->cond_open = false;
     if (r->pf) dp_prefetch_begin(r->pf);
     dp_device_cmd_barrier(r->cmd);
     return DP_OK;
@@ -352,6 +363,56 @@ static dp_status track(dp_recorder *r, const dp_range *rs, uint32_t n, dp_err *e
 static dp_status track_xfer(dp_recorder *r, const dp_range *rs, uint32_t n, dp_err *err)
 {
     return track_stage(r, rs, n, true, true, err);
+}
+
+dp_status dp_recorder_begin_conditional(dp_recorder *r, const dp_buffer *pred, uint64_t offset, bool run_if_zero,
+                                        dp_err *err)
+{
+    dp_device *dev = r->dev;
+    if (!dev->caps.conditional_rendering)
+        return DP_FAIL(err, DP_EINVAL, "conditional rendering: %s has no VK_EXT_conditional_rendering", dev->caps.name);
+    if (!pred || !pred->buffer || offset % 4 || offset + 4 > pred->size)
+        return DP_FAIL(err, DP_EINVAL, "conditional rendering: the predicate word at offset %llu is unaligned or "
+                       "outside its buffer", (unsigned long long)offset);
+    dp_status st = ensure_recording(r, err);
+    if (st != DP_OK) return st;
+    if (r->cond_open) return DP_FAIL(err, DP_EINVAL, "conditional rendering: blocks do not nest");
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_CONDITIONAL_RENDERING_READ_BIT_EXT,
+    };
+    vkCmdPipelineBarrier(r->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+                         VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_CONDITIONAL_RENDERING_BIT_EXT, 0, 1, &mb,
+                         0, NULL, 0, NULL);
+    r->st.barriers++;
+    VkConditionalRenderingBeginInfoEXT ci = {
+        .sType = VK_STRUCTURE_TYPE_CONDITIONAL_RENDERING_BEGIN_INFO_EXT,
+        .buffer = pred->buffer,
+        .offset = pred->offset + offset,
+        .flags = run_if_zero ? VK_CONDITIONAL_RENDERING_INVERTED_BIT_EXT : 0,
+    };
+    dev->begin_conditional(r->cmd, &ci);
+    r->cond_open = true;
+    r->st.conditionals++;
+    return DP_OK;
+}
+
+dp_status dp_recorder_end_conditional(dp_recorder *r, dp_err *err)
+{
+    if (r->state != REC_RECORDING || !r->cond_open)
+        return DP_FAIL(err, DP_EINVAL, "conditional rendering: end without begin");
+    r->dev->end_conditional(r->cmd);
+    r->cond_open = false;
+    /* the predicate read happens before any later command may write the word */
+    vkCmdPipelineBarrier(r->cmd, VK_PIPELINE_STAGE_CONDITIONAL_RENDERING_BIT_EXT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0, NULL, 0, NULL, 0, NULL);
+    return DP_OK;
+}
+
+void dp_recorder_side_restart(dp_recorder *r)
+{
+    if (r->pf) dp_prefetch_restart(r->dev, r->pf);
 }
 
 dp_status dp_recorder_barrier(dp_recorder *r, dp_err *err)
@@ -571,6 +632,7 @@ dp_status dp_recorder_submit(dp_recorder *r, dp_err *err)
 {
     dp_status st = ensure_recording(r, err);
     if (st != DP_OK) return st;
+    if (r->cond_open) return DP_FAIL(err, DP_EINVAL, "recorder submit: a conditional block is still open");
     r->state = REC_DONE;
     dp_device_cmd_barrier(r->cmd);   /* the recording's writes become visible to the host (mapped tensors) */
     if ((st = DP_VK(err, vkEndCommandBuffer(r->cmd))) != DP_OK) {

@@ -66,6 +66,7 @@ typedef struct dp_recorder_stats {
     uint64_t dispatches;   /* recorded since the recording began */
     uint64_t barriers;     /* hazard barriers inserted in the current recording */
     uint64_t transfers;    /* copies, fills, updates */
+    uint64_t conditionals; /* conditional blocks (dp_recorder_begin_conditional) in the current recording */
     uint64_t submits;      /* submissions + replays, over the recorder's life */
     bool     prefetch;         /* a side prefetcher reads ahead of this recorder's replays */
     uint64_t prefetch_stages;  /* its last finished recording: stages (signals) */
@@ -102,6 +103,20 @@ dp_status dp_recorder_fill(dp_recorder *rec, const dp_buffer *dst, uint64_t offs
 /* vkCmdUpdateBuffer: bytes <= 65536, offset and bytes multiples of 4; data copied at record time. */
 dp_status dp_recorder_update(dp_recorder *rec, const dp_buffer *dst, uint64_t offset, const void *data,
                              uint64_t bytes, dp_err *err);
+/* Conditional rendering (caps.conditional_rendering; DP_EINVAL without it): the dispatches recorded between
+** begin and end run only while the u32 at `pred` + `offset` is zero (run_if_zero) or non-zero; barriers and
+** timestamps still run. Why: the GPU decode loop skips its steps after a stop with one read of a state word
+** per step, where an indirect dispatch per kernel cost the H100 ~0.1 ms per token (docs/BENCHMARKS.md 31j).
+** Begin records the barrier that makes earlier shader, transfer and host writes of the word visible to the
+** read, and end an execution dependency from the read to later compute work (which may write the word).
+** The prefetcher's stage signals inside a block are skipped with it: see dp_recorder_side_restart. Blocks do
+** not nest, and a recording cannot be submitted with one open. */
+dp_status dp_recorder_begin_conditional(dp_recorder *rec, const dp_buffer *pred, uint64_t offset, bool run_if_zero,
+                                        dp_err *err);
+dp_status dp_recorder_end_conditional(dp_recorder *rec, dp_err *err);
+/* After a replay whose conditional blocks skipped work, the side prefetcher's progress count no longer matches
+** its schedule: this stops rec's side kernel, so that the next replay starts it afresh (no-op without one). */
+void      dp_recorder_side_restart(dp_recorder *rec);
 /* An unconditional full barrier (for hazards the recorder cannot see). */
 dp_status dp_recorder_barrier(dp_recorder *rec, dp_err *err);
 

@@ -102,6 +102,7 @@ static void push_caps(lua_State *L, const dp_device_caps *c)
     lua_pushboolean(L, c->coopmat), lua_setfield(L, -2, "coopmat");
     lua_pushboolean(L, c->coopmat_nv), lua_setfield(L, -2, "coopmat_nv");
     lua_pushboolean(L, c->side_queue), lua_setfield(L, -2, "side_queue");
+    lua_pushboolean(L, c->conditional_rendering), lua_setfield(L, -2, "conditional_rendering");
     if (c->coopmat_nv) {   /* {M, N, K} of gemm_cm's f16 x f16 -> f32 tiles */
         lua_createtable(L, 3, 0);
         lua_pushinteger(L, c->coopmat_m), lua_rawseti(L, -2, 1);
@@ -806,6 +807,40 @@ static int recorder_dispatch_indirect(lua_State *L)
     return 0;
 }
 
+/* rec:begin_conditional(pred, offset, run_if_zero) ... rec:end_conditional(): the dispatches between run only
+** while the u32 of tensor `pred` at byte `offset` is zero (run_if_zero true) or non-zero (gpu/recorder.h;
+** caps.conditional_rendering). doppler.loop skips a chunk's steps after a stop this way. */
+static int recorder_begin_conditional(lua_State *L)
+{
+    lua_recorder *r = check_recorder(L, 1);
+    dp_lua_tensor *pred = dp_lua_check_tensor(L, 2);
+    lua_Integer offset = luaL_checkinteger(L, 3);
+    bool if_zero = lua_toboolean(L, 4);
+    if (offset < 0) return luaL_error(L, "begin_conditional: offset %d is negative", (int)offset);
+    keep_alive(L, 1, 2);
+    dp_err err = {0};
+    if (ensure_begun(r, &err) != DP_OK ||
+        dp_recorder_begin_conditional(r->rec, &pred->t->buf, (uint64_t)offset, if_zero, &err) != DP_OK)
+        return dp_lua_raise(L, &err);
+    return 0;
+}
+
+static int recorder_end_conditional(lua_State *L)
+{
+    lua_recorder *r = check_recorder(L, 1);
+    dp_err err = {0};
+    if (dp_recorder_end_conditional(r->rec, &err) != DP_OK) return dp_lua_raise(L, &err);
+    return 0;
+}
+
+/* rec:side_restart(): after a replay whose conditional blocks skipped work (gpu/recorder.h) */
+static int recorder_side_restart(lua_State *L)
+{
+    lua_recorder *r = check_recorder(L, 1);
+    dp_recorder_side_restart(r->rec);
+    return 0;
+}
+
 /* rec:barrier() — a full barrier for hazards the recorder cannot see */
 static int recorder_barrier(lua_State *L)
 {
@@ -842,6 +877,7 @@ static int recorder_stats(lua_State *L)
     lua_pushinteger(L, (lua_Integer)s.dispatches), lua_setfield(L, -2, "dispatches");
     lua_pushinteger(L, (lua_Integer)s.barriers), lua_setfield(L, -2, "barriers");
     lua_pushinteger(L, (lua_Integer)s.transfers), lua_setfield(L, -2, "transfers");
+    lua_pushinteger(L, (lua_Integer)s.conditionals), lua_setfield(L, -2, "conditionals");
     lua_pushinteger(L, (lua_Integer)s.submits), lua_setfield(L, -2, "submits");
     lua_pushboolean(L, s.prefetch), lua_setfield(L, -2, "prefetch");
     lua_pushinteger(L, (lua_Integer)s.prefetch_stages), lua_setfield(L, -2, "prefetch_stages");
@@ -880,6 +916,8 @@ void dp_lua_register_gpu(lua_State *L, int module)
     };
     static const luaL_Reg recorder_methods[] = {
         {"dispatch", recorder_dispatch}, {"dispatch_indirect", recorder_dispatch_indirect},
+        {"begin_conditional", recorder_begin_conditional}, {"end_conditional", recorder_end_conditional},
+        {"side_restart", recorder_side_restart},
         {"barrier", recorder_barrier}, {"run", recorder_run},
         {"stats", recorder_stats},       {NULL, NULL},
     };

@@ -2,7 +2,9 @@
 -- fixtures, greedy and seeded sampling give exactly the ids of the step-by-step loop (decode_chunk = 1)
 -- for chunks of 16 and 5 and lengths that are not a multiple of the chunk; a stop id ends generation at
 -- the same place, with nothing emitted after it and the position where the step-by-step loop leaves it;
--- the steps after a stop do no work (their indirect group counts are zero); a chunk is one submit; and where a
+-- the steps after a stop do no work, both ways (hint loop_skip): conditional blocks that read the stopped
+-- word (where the device has conditional rendering; test_kernels checks the blocks themselves) and indirect
+-- group counts that the advance zeroes; a chunk is one submit; and where a
 -- step ends with argmax_final (the fused LM head), the advance between two steps takes that stage over (one
 -- dispatch less per step; the ids above are checked with it).
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
@@ -61,7 +63,17 @@ for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
     end)
   end
 
-  check.case(name .. ": a stop id ends generation at the same place in every mode", function()
+  local SKIPS = { "indirect" }
+  if M.s.dev:caps().conditional_rendering then SKIPS[2] = "conditional" end
+  check.case(name .. ": loop_skip auto is conditional where the device has conditional rendering", function()
+    M.h:set("loop_skip", "auto", "test")
+    run(M, 16, { temperature = 0 }, 20)
+    check.eq(M.s.last_plan.loop_skip, M.s.dev:caps().conditional_rendering and "conditional" or "indirect",
+             "the chunk's skip mode")
+  end)
+  for _, skip in ipairs(SKIPS) do
+  check.case(name .. ": a stop id ends generation at the same place in every mode, loop_skip=" .. skip, function()
+    M.h:set("loop_skip", skip, "test")
     local all = run(M, 1, { temperature = 6, seed = 5 }, 30)
     -- stop at a token first seen at index 9 or later (inside the first or second chunk)
     for _, at in ipairs({ 2, 9, 12, 17 }) do
@@ -79,7 +91,8 @@ for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
     end
   end)
 
-  check.case(name .. ": the steps after a stop do no work (zeroed indirect group counts)", function()
+  check.case(name .. ": the steps after a stop do no work, loop_skip=" .. skip, function()
+    M.h:set("loop_skip", skip, "test")
     local S = { temperature = 6, seed = 5 }
     local all = run(M, 1, S, 16)
     local at                                      -- a token first generated at index 3..16
@@ -94,12 +107,25 @@ for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
     check.eq(pos, #PROMPT + at - 1, "position after the stop")
     local p = M.s.last_plan
     check.truthy(p.loop_args, "the last plan is a loop chunk")
+    check.eq(p.loop_skip, skip, "the chunk's skip mode")
+    -- conditional: every step but the first is a block that reads the stopped word
+    check.eq(p.recorder:stats().conditionals, skip == "conditional" and 15 or 0, "conditional blocks in the chunk")
+    -- the advance zeroes the counts and sets the stopped word either way; the conditional chunk reads the
+    -- word (the skipping itself: test_kernels' conditional blocks), the indirect one the counts
     for i, v in ipairs(p.loop_args:download({ dtype = "u32" })) do check.eq(v, 0, "indirect group count " .. i) end
+    check.eq(p.loop_bufs.state:download({ dtype = "u32", count = 1 })[1], 1, "state word 0: stopped by an id")
     local tmpl = p.loop_tmpl:download({ dtype = "u32" })
     local nonzero = 0
     for _, v in ipairs(tmpl) do if v > 0 then nonzero = nonzero + 1 end end
     check.eq(nonzero, #tmpl, "every template group count is positive")
+    -- the same session goes on after the stop: the next generation's chunks run (the skipped steps' side
+    -- prefetch signals are restarted with its kernel, gpu/recorder.h)
+    local again = run(M, 16, S, 20)
+    local want = run(M, 1, S, 20)
+    check.eq(check.join(again), check.join(want), "a generation after the stop")
   end)
+  end
+  M.h:set("loop_skip", "auto", "test")
 
   check.case(name .. ": one submit per chunk", function()
     local _, _, per_step, side_step = run(M, 1, { temperature = 0 }, 33)

@@ -115,6 +115,60 @@ check.case("replaying a recording reuses it: scale twice doubles twice", functio
   check.eq(rec:stats().dispatches, 1, "recorded dispatches")
 end)
 
+-- Conditional blocks (gpu/recorder.h, what doppler.loop skips its steps with): a dispatch inside one runs only
+-- while the predicate word says so, read when the recording runs (a replay sees a new value); a word written
+-- by a shader earlier in the same recording counts; nesting and an open block at submit are errors.
+check.case("conditional blocks: dispatches run by a word in memory, read at run time", function()
+  if not dev:caps().conditional_rendering then
+    check.truthy(true, "no VK_EXT_conditional_rendering on " .. dev:caps().name)
+    return
+  end
+  local scale = dev:kernel { file = "elementwise/scale.comp" }
+  local t = tensor({ 1, 2, 3 })
+  local pred = dev:tensor { dtype = "u32", shape = { 4 } }
+  pred:upload({ 7, 0, 0, 0 })
+  local rec = dev:recorder()
+  rec:begin_conditional(pred, 4, true)        -- word 1: runs while it is 0
+  rec:dispatch(scale, { 1 }, { x = t, y = t, n = 3, s = 2 })
+  rec:end_conditional()
+  rec:begin_conditional(pred, 0, false)       -- word 0: runs while it is not 0
+  rec:dispatch(scale, { 1 }, { x = t, y = t, n = 3, s = 3 })
+  rec:end_conditional()
+  rec:run()
+  check.eq(t:download()[3], 18.0, "both ran: 3 * 2 * 3")
+  check.eq(rec:stats().conditionals, 2, "two blocks recorded")
+  pred:upload({ 0, 5, 0, 0 })
+  rec:run()                                   -- a replay: neither runs now
+  check.eq(t:download()[3], 18.0, "neither ran on the replay")
+  pred:upload({ 1, 5, 0, 0 })
+  rec:run()
+  check.eq(t:download()[3], 54.0, "only the second ran")
+  -- a word a shader wrote earlier in the recording: scale.comp writes y = x * s into the predicate's bytes
+  local src = tensor({ 0, 0 })
+  local pf = dev:tensor { dtype = "f32", shape = { 2 } }
+  local t2 = tensor({ 5 })
+  local rec2 = dev:recorder()
+  rec2:dispatch(scale, { 1 }, { x = src, y = pf, n = 2, s = 1 })   -- pf = {0, 0}: word 0 is 0
+  rec2:begin_conditional(pf, 0, false)
+  rec2:dispatch(scale, { 1 }, { x = t2, y = t2, n = 1, s = 2 })
+  rec2:end_conditional()
+  rec2:run()
+  check.eq(t2:download()[1], 5.0, "skipped: the word the first dispatch wrote is 0")
+  src:upload({ 1, 0 })
+  rec2:run()
+  check.eq(t2:download()[1], 10.0, "ran: the word is now 1.0's bits, not 0")
+  local function fails(fn, text, what)
+    local ok, err = pcall(fn)
+    check.truthy(not ok and tostring(err):find(text, 1, true), what .. ": " .. tostring(err))
+  end
+  local rec3 = dev:recorder()
+  rec3:begin_conditional(pred, 0, true)
+  fails(function() rec3:begin_conditional(pred, 0, true) end, "do not nest", "nested blocks")
+  fails(function() rec3:run() end, "still open", "submit with a block open")
+  fails(function() dev:recorder():begin_conditional(pred, 2, true) end, "unaligned", "an unaligned word")
+  fails(function() dev:recorder():end_conditional() end, "end without begin", "end without begin")
+end)
+
 -- graph/eltwise.comp on strided column slices (lower.lua's element-wise rules; Phi-3's gate_up with
 -- fusion=off): a [R, C] operand whose rows lie a_stride (b_stride) elements apart gives, bit for bit, what the
 -- same values stored contiguously give, for every kind; the padding between rows holds values that would show.

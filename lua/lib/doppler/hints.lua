@@ -19,6 +19,8 @@ M.known = {
   context       = { kind = "int", min = 1, default = 4096, doc = "context length (KV cache positions)" },
   decode_chunk  = { kind = "int", min = 1, default = 16,
                     doc = "decode steps per submit, run by the GPU itself (sample, stop check, next step: doppler.loop); 1: one submit per token" },
+  loop_skip     = { values = { "auto", "conditional", "indirect" }, default = "auto",
+                    doc = "how the GPU decode loop skips its steps after a stop: conditional rendering, one read of a state word per step (an error where the device lacks VK_EXT_conditional_rendering), or every kernel dispatched indirectly (auto: conditional where the device has it; on the H100 indirect dispatches cost ~0.1 ms per token, docs/BENCHMARKS.md 31j)" },
   matmul        = { values = { "auto", "gemv", "gemm", "coopmat" }, default = "auto",
                     doc = "matrix kernel for T > 1 (auto: for T > 4 gemm_cm on cooperative matrices where the device has them and x, W are f16; else gemv for float weights, which beat the tiled gemm at every T measured on the H100, gemm_q for quantised ones; coopmat: gemm_cm at every T, an error where it cannot run)" },
   gemm_cm_tile  = { values = { "auto", "32x32", "32x64", "64x32", "64x64", "64x128", "128x64", "128x128" }, default = "auto",

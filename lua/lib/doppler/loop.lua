@@ -10,9 +10,16 @@
 -- position-dependent already comes from those buffers (that is what lets one recorded pass replay token
 -- after token), so the chunk is the step's dispatches recorded `steps` times.
 --
--- Work after a stop is skipped on the GPU: every kernel of the steps is dispatched indirectly, its group
--- counts read from `args` (one entry per distinct group shape), which the advance kernel zeroes when it
--- stops; the chunk begins by restoring them from a template. No shader had to learn an early-exit flag.
+-- Work after a stop is skipped on the GPU, one of two ways (hint loop_skip), and no shader had to learn an
+-- early-exit flag:
+--   conditional (where the device has VK_EXT_conditional_rendering): each step after the first is a
+--     conditional block that runs while the state word "stopped" is 0, which the advance kernel sets; the
+--     kernels are dispatched directly. One read of that word per step.
+--   indirect: every kernel of the steps is dispatched indirectly, its group counts read from `args` (one
+--     entry per distinct group shape), which the advance kernel zeroes when it stops; the chunk begins by
+--     restoring them from a template. Why not by default: on the H100 each indirect dispatch made its
+--     kernel wait for the front end to fetch the counts, ~0.1 ms per token in all (decode 1.08-1.14x with
+--     direct dispatches, docs/BENCHMARKS.md 31j).
 -- The host reads back the out ring once per chunk, up to the ids emitted (plus the end marker after a stop).
 -- Where a step ends with argmax_final writing `next` (the fused LM head's second stage), the advance
 -- between two steps runs that stage itself (advance.comp's mode 2): one dependent dispatch less per token.
@@ -55,6 +62,13 @@ function M.record(dev, p, L)
   local last = p.calls[#p.calls]
   local fold = last and last.kernel:name() == "argmax_final" and rawequal(last.push.ids, L.next)
                and last.groups[1] == 1 and last.groups[2] == 1 and last.groups[3] == 1
+  local skip = L.skip or "auto"
+  local caps = dev:caps()
+  if skip == "auto" then skip = caps.conditional_rendering and "conditional" or "indirect" end
+  if skip == "conditional" and not caps.conditional_rendering then
+    error(("hint loop_skip=conditional: %s has no VK_EXT_conditional_rendering (use auto or indirect)"):format(
+      caps.name), 0)
+  end
   local adv = dev:kernel { file = "loop/advance.comp", constants = { WG = 1 } }
   local adv_argmax = fold and dev:kernel { file = "loop/advance.comp", constants = { WG = 256 } }
   local function advance(mode)
@@ -68,13 +82,19 @@ function M.record(dev, p, L)
   advance(0)
   for s = 1, L.steps do
     local between = s < L.steps
+    -- the first step always runs (the host starts a chunk running); state word 0 is "stopped"
+    local cond = skip == "conditional" and s > 1
+    if cond then p.recorder:begin_conditional(L.state, 0, true) end
     for i, c in ipairs(p.calls) do
       if not (fold and between and i == #p.calls) then
-        p.recorder:dispatch_indirect(c.kernel, p.loop_args, c.offset, c.push)
+        if skip == "conditional" then p.recorder:dispatch(c.kernel, c.groups, c.push)
+        else p.recorder:dispatch_indirect(c.kernel, p.loop_args, c.offset, c.push) end
       end
     end
+    if cond then p.recorder:end_conditional() end
     if between then advance(fold and 2 or 1) end
   end
+  p.loop_skip = skip
   p.loop_steps = L.steps
   p.loop_argmax_folded = fold or false
   p.dispatches = p.dispatches * L.steps + L.steps - (fold and L.steps - 1 or 0)

@@ -224,7 +224,7 @@ end
 
 -- The plan of a chunk of `steps` decode steps run by the GPU itself (doppler.loop).
 function Session:loop_plan(steps)
-  local key = "L" .. steps
+  local key = "L" .. steps .. self.hints:get("loop_skip")   -- a chunk is recorded for one skip mode
   local p = self.plans[key]
   if p then return p end
   self:plan_for(1, false)   -- the inputs and the arena, as for a step
@@ -241,7 +241,7 @@ function Session:loop_plan(steps)
     bound_outputs = { next = self.inputs.next },
   }
   env.loop = { steps = steps, record = loop.record, next = self.inputs.next, ids = env.inputs.ids,
-               pos = env.inputs.pos, state = bufs.state, out = bufs.out }
+               pos = env.inputs.pos, state = bufs.state, out = bufs.out, skip = self.hints:get("loop_skip") }
   p = plan.compile(self.dev, self:graph(false), env)
   if p.arena ~= self.arena then self.arena = p.arena end
   p.loop_bufs = bufs
@@ -286,6 +286,8 @@ function Session:decode_chunk(id, steps, limit, stops)
   end
   local n = #ids
   if why == loop.RUNNING and n == limit then why = loop.LIMIT end
+  -- steps skipped by conditional rendering also skipped their prefetch signals (gpu/recorder.h)
+  if why ~= loop.RUNNING and p.loop_skip == "conditional" then p.recorder:side_restart() end
   -- fed: `id`, then every emitted id but one that reached the limit
   self.pos = self.pos + 1 + n - (why == loop.LIMIT and 1 or 0)
   return ids, why
