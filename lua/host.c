@@ -223,6 +223,15 @@ int dp_host_run_file(dp_host *h, const char *path, int argc, char **argv)
 
     int status = luaL_loadfile(L, path);
     if (status == LUA_OK) {
+        /* A C function is guaranteed only LUA_MINSTACK free slots: more arguments than that overran the stack
+        ** (a crash with 17 --hint options, docs/BENCHMARKS.md 31h). lua.c's pushargs checks the same way. */
+        if (!lua_checkstack(L, argc + 3)) {
+            lua_pop(L, 1);
+            lua_pushfstring(L, "%s: too many arguments (%d)", path, argc);
+            status = LUA_ERRRUN;
+        }
+    }
+    if (status == LUA_OK) {
         for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);   /* ... as in lua.c */
         status = dp_host_docall(h, argc, 1);
     }

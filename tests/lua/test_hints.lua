@@ -225,5 +225,24 @@ check.case("gemv_unroll / gemv_q_unroll reach gemv, gemv_multi and gemv_q as UN;
   end
 end)
 
+-- Many options: the script's arguments go on the Lua stack, which a C function has only 20 guaranteed slots
+-- of (lua/host.c checks for more; 17 --hint options crashed before, docs/BENCHMARKS.md 31h).
+check.case("a script with many arguments: 60 --hint options", function()
+  local args = { "recipes/gemma3.lua", "--show-hints" }
+  for i = 1, 30 do
+    args[#args + 1] = "--hint"
+    args[#args + 1] = (i % 2 == 0) and "decode_chunk=8" or "decode_chunk=4"
+  end
+  args[#args + 1] = "--hint"
+  args[#args + 1] = "decode_chunk=5"
+  local h = shown(check.must_run(args))
+  check.eq(h.decode_chunk[1], "5", "the last of 31 --hint options wins")
+  local run_args = { "run", "--show-hints" }
+  for _ = 1, 60 do run_args[#run_args + 1] = "--hint=decode_chunk=3" end
+  local ok, out, e = check.run(run_args)
+  check.truthy(ok or (e or ""):match("hint") or (e or ""):match("model"), "doppler run with 60 options ends cleanly: " ..
+               tostring(out) .. tostring(e))
+end)
+
 os.execute("rm -rf " .. check.quote(tmp))
 check.done()
