@@ -75,9 +75,6 @@ check.case("a table by default; --help; an unknown knob is an error listing the 
   else
     check.truthy(out:match("| gemv_rows | %d | [%d.]+ | [%d.]+ | [%d.]+ | %- |") ~= nil, "scored by GPU timestamps")
   end
-  local w = must({ "tune", "--model", MODEL, "--quick", "--tokens", "2", "--prompt-tokens", "4", "--runs", "1",
-                   "--knobs", "gemv_rows", "--dry-run", "--wall" })
-  check.truthy(w:match("| gemv_rows | %d | [%d.]+ | %- | %- | [%d.]+ |") ~= nil, "--wall: scored by wall clock")
   local help = must({ "tune", "--help" })
   check.truthy(help:match("doppler tune %-%-model PATH") ~= nil, "--help")
   local ok, _, e = run({ "tune", "--model", MODEL, "--knobs", "warp_speed" })

@@ -34,8 +34,6 @@ local spec = {
     { "--knobs", "LIST", "only these knobs (comma list; default: all that apply)" },
     { "--hint", "KEY=VALUE", "a fixed hint for every measurement (not tuned)", repeat_ = true },
     { "--dry-run", nil, "measure and print, but do not write the cache" },
-    { "--wall", nil, "score every knob by wall-clock ms per decode token (default: GPU timestamps, except the\n" ..
-                     "knobs marked wall; docs/TUNING.md)" },
   },
   epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_q_wg, gemv_q_rows, gemv_q_unroll, gemv_q_x, q_matmul,\n" ..
            "q_matmul_head, q_matmul_glu, lm_head_groups, attention_heads, attention_splits, attention_min_chunk,\n" ..
@@ -227,7 +225,6 @@ local function main(argv)
     if cands and (not kn.applies or kn.applies(c)) and not fixed[kn[1]] and (not only or only[kn[1]]) then
       local wall = kn.wall
       if type(wall) == "function" then wall = wall(c) end
-      wall = wall or o.wall or false
       plan[#plan + 1] = { name = kn[1], cands = cands, reload = kn.reload, wall = wall }
     end
   end
