@@ -3,8 +3,9 @@
 // consumes the id the step just sampled, as the host's step-by-step loop does (doppler.generate): a stop id
 // (or no candidate, 0xffffffff) stops; otherwise the id is emitted into the out ring and, unless that was
 // the last token allowed, becomes the next step's input (ids[0], pos[0] + 1). Once stopped, every later
-// step of the chunk is skipped: the steps' kernels are dispatched indirectly from `args`, whose group
-// counts this kernel zeroes, and this kernel itself changes nothing more.
+// step of the chunk is skipped, and this kernel itself changes nothing more: the steps are conditional
+// blocks that read state[0] (doppler.loop's default where the device has conditional rendering), or their
+// kernels are dispatched indirectly from `args`, whose group counts this kernel zeroes (hint loop_skip).
 // mode 0 (at the start of a chunk): args = tmpl (the normal group counts), nothing else.
 // mode 2: first the step's last kernel, argmax_final.comp (argmax_reduce.glsl over part_val / part_idx, the
 //   fused LM head's n_chunks pairs), whose id it writes to next as that kernel would, then mode 1. Why: the
