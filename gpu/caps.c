@@ -43,6 +43,8 @@ void dp_device_print_caps(FILE *f, const dp_device_caps *c)
     fprintf(f, "  storage: 8-bit %s  16-bit %s  buffer device address %s\n", c->storage8 ? "yes" : "no",
             c->storage16 ? "yes" : "no", c->buffer_device_address ? "yes" : "no");
     fprintf(f, "  side queue (a second compute family, for the side prefetch): %s\n", c->side_queue ? "yes" : "no");
+    fprintf(f, "  conditional rendering (the GPU decode loop's skip after a stop): %s\n",
+            c->conditional_rendering ? "yes" : "no");
     fprintf(f, "  limits: shared %u B  workgroup %ux%ux%u (%u invocations)  push constants %u B\n",
             c->max_shared_memory, c->max_wg_size[0], c->max_wg_size[1], c->max_wg_size[2], c->max_wg_invocations,
             c->max_push_constants);
@@ -89,8 +91,9 @@ void dp_device_print_caps_json(FILE *f, const dp_device_caps *c)
             c->storage16 ? "true" : "false", c->integer_dot ? "true" : "false",
             c->integer_dot_fast ? "true" : "false", c->coopmat ? "true" : "false",
             c->buffer_device_address ? "true" : "false");
-    fprintf(f, "\"coopmat_nv\": %s, \"coopmat_shape\": [%u, %u, %u], \"side_queue\": %s, ",
-            c->coopmat_nv ? "true" : "false", c->coopmat_m, c->coopmat_n, c->coopmat_k, c->side_queue ? "true" : "false");
+    fprintf(f, "\"coopmat_nv\": %s, \"coopmat_shape\": [%u, %u, %u], \"side_queue\": %s, \"conditional_rendering\": %s, ",
+            c->coopmat_nv ? "true" : "false", c->coopmat_m, c->coopmat_n, c->coopmat_k, c->side_queue ? "true" : "false",
+            c->conditional_rendering ? "true" : "false");
     fprintf(f, "\"max_shared_memory\": %u, \"max_wg_size\": [%u, %u, %u], \"max_wg_invocations\": %u, "
             "\"max_storage_buffer_range\": %u, \"max_buffer_size\": %" PRIu64 ", \"max_allocation_size\": %" PRIu64
             ", \"max_push_constants\": %u, \"timestamps\": %s, \"timestamp_period_ns\": %g, \"heaps\": [",
