@@ -40,10 +40,12 @@ static void test_devices(void **state)
     assert_int_equal(capture(dp_cmd_devices, 1, a1, out, sizeof out), 0);
     assert_non_null(strstr(out, "device 0:"));
     assert_non_null(strstr(out, "subgroup size"));
+    assert_non_null(strstr(out, "conditional rendering"));
     char *a2[] = {"devices", "--json"};
     assert_int_equal(capture(dp_cmd_devices, 2, a2, out, sizeof out), 0);
     assert_true(out[0] == '[');
     assert_non_null(strstr(out, "\"subgroup_size\": "));
+    assert_non_null(strstr(out, "\"conditional_rendering\": "));
     char *a3[] = {"devices", "--help"};
     assert_int_equal(capture(dp_cmd_devices, 2, a3, out, sizeof out), 0);
     assert_non_null(strstr(out, "usage"));
