@@ -51,7 +51,7 @@ local DEFAULT_SHAPES = {
   { "linear", 1152, 6912, "down" }, { "linear", 262144, 1152, "lm_head" },
 }
 local FLOAT = { f32 = 4, f16 = 2, bf16 = 2 }
-local QK = { q8_0 = 32, q4_0 = 32, q4_1 = 32, q5_0 = 32, q5_1 = 32, q4_k = 256, q5_k = 256, q6_k = 256 }
+local QK = lower.Q_BLOCK
 local TILE_ELEMENTS = 1 << 20
 local COLD_BYTES = 256 << 20        -- --copies auto: at least this many weight bytes cycled (H100 L2: 50 MB)
 local MAX_COPIES = 64

@@ -22,7 +22,7 @@ local lower = require "doppler.lower"
 local f32 = require "doppler.f32"
 
 local dev = doppler.device()
-local QK = { q8_0 = 32, q4_k = 256, q6_k = 256 }
+local QK = lower.Q_BLOCK
 
 local seed = 4242
 local function rand()   -- uniform in [-1, 1)

@@ -26,7 +26,7 @@ local f32 = require "doppler.f32"
 
 local dev = doppler.device()
 local caps = dev:caps()
-local QK = { q8_0 = 32, q4_0 = 32, q4_1 = 32, q5_0 = 32, q5_1 = 32, q4_k = 256, q5_k = 256, q6_k = 256 }
+local QK = lower.Q_BLOCK
 
 -- A [N, K] weight of dtype in `layout` (rows zero-padded to whole blocks, as doppler convert --pad-k
 -- stores them) and its values as the kernel decodes them, row-major [N][K].

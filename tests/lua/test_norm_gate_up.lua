@@ -25,7 +25,6 @@ local f32 = require "doppler.f32"
 local act = require "doppler.act"
 
 local dev = doppler.device()
-local QK = { q8_0 = 32, q4_k = 256, q5_0 = 32, q6_k = 256 }
 
 local function weight(dtype, N, K, salt)
   math.randomseed(17, salt)

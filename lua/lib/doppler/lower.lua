@@ -88,6 +88,7 @@ function M.layout_of(t) return weight_layouts[t] or "row_wise" end
 -- records K here (weak keys, as layouts); the kernels get the row stride in blocks (w_row_blocks / row_blocks,
 -- 0 for every unpadded tensor) and read only the first K elements of each row.
 local Q_BLOCK = { q8_0 = 32, q4_0 = 32, q4_1 = 32, q5_0 = 32, q5_1 = 32, q4_k = 256, q5_k = 256, q6_k = 256 }
+M.Q_BLOCK = Q_BLOCK   -- values per block of each quantised type (the bench scripts and tests pad rows by it)
 local padded_cols = setmetatable({}, { __mode = "k" })
 function M.set_padded(t, cols)
   local s = t:shape()
