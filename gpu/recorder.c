@@ -320,6 +320,8 @@ static void full_barrier(dp_recorder *r)
     r->stage_open = false;
 }
 
+static dp_status note_ranges(dp_recorder *r, const dp_range *rs, uint32_t n, dp_err *err);
+
 /* Barrier if the command touching `rs` conflicts with what came since the last one; then note rs.
    Two kinds (gpu/device.c). Between compute dispatches a compute -> compute barrier suffices, and it is the
    cheap one: on the H100 the full barrier also stalls the front end that fetches indirect arguments. The full
@@ -346,6 +348,13 @@ static dp_status track_stage(dp_recorder *r, const dp_range *rs, uint32_t n, boo
     if (is_xfer) r->xfer_pending = true;
     dp_status st = DP_OK;
     if (r->pf && is_xfer) st = dp_prefetch_note(r->pf, rs, n, false, err);
+    return st == DP_OK ? note_ranges(r, rs, n, err) : st;
+}
+
+/* rs joins the accesses since the last barrier (later commands check against them). */
+static dp_status note_ranges(dp_recorder *r, const dp_range *rs, uint32_t n, dp_err *err)
+{
+    dp_status st = DP_OK;
     for (uint32_t i = 0; i < n && st == DP_OK; i++) {
         if (rs[i].size == 0) continue;
         if (rs[i].access & DP_ACCESS_READ) st = push_range(&r->reads, &rs[i], err);
@@ -459,7 +468,7 @@ static dp_status timestamp_slot(dp_recorder *r, const char *name, uint32_t *q, d
 
 static dp_status record_dispatch(dp_recorder *r, dp_kernel *k, const void *push, uint32_t push_bytes,
                                  const dp_range *ranges, uint32_t n_ranges, uint32_t g[3],
-                                 const dp_buffer *indirect, uint64_t ind_off, dp_err *err)
+                                 const dp_buffer *indirect, uint64_t ind_off, bool self_ordered, dp_err *err)
 {
     dp_status st;
     const dp_reflection *refl = dp_kernel_reflection(k);
@@ -480,7 +489,8 @@ static dp_status record_dispatch(dp_recorder *r, dp_kernel *k, const void *push,
         dp_range ir = {indirect->addr + ind_off, 12, DP_ACCESS_READ};
         if ((st = track_stage(r, &ir, 1, true, false, err)) != DP_OK) return st;   /* read by the front end */
     }
-    if ((st = track(r, ranges, n_ranges, err)) != DP_OK) return st;
+    st = self_ordered ? note_ranges(r, ranges, n_ranges, err) : track(r, ranges, n_ranges, err);
+    if (st != DP_OK) return st;
     if (r->pf) {
         if (!r->stage_open) {
             dp_prefetch_stage(r->pf, r->cmd);
@@ -526,7 +536,8 @@ dp_status dp_recorder_dispatch(dp_recorder *r, const dp_dispatch *d, uint32_t gx
     dp_status st = check_dispatch(d, err);
     if (st != DP_OK) return st;
     uint32_t g[3] = {gx, gy, gz};
-    return record_dispatch(r, d->kernel, d->push, DP_PUSH_MAX, d->ranges, d->n_ranges, g, NULL, 0, err);
+    return record_dispatch(r, d->kernel, d->push, DP_PUSH_MAX, d->ranges, d->n_ranges, g, NULL, 0, d->self_ordered,
+                           err);
 }
 
 dp_status dp_recorder_dispatch_raw(dp_recorder *r, dp_kernel *k, const void *push, uint32_t push_bytes,
@@ -534,7 +545,7 @@ dp_status dp_recorder_dispatch_raw(dp_recorder *r, dp_kernel *k, const void *pus
                                    dp_err *err)
 {
     uint32_t g[3] = {gx, gy, gz};
-    return record_dispatch(r, k, push, push_bytes, ranges, n_ranges, g, NULL, 0, err);
+    return record_dispatch(r, k, push, push_bytes, ranges, n_ranges, g, NULL, 0, false, err);
 }
 
 dp_status dp_recorder_dispatch_indirect(dp_recorder *r, const dp_dispatch *d, const dp_buffer *groups, uint64_t offset,
@@ -543,7 +554,7 @@ dp_status dp_recorder_dispatch_indirect(dp_recorder *r, const dp_dispatch *d, co
     dp_status st = check_dispatch(d, err);
     if (st != DP_OK) return st;
     uint32_t g[3] = {0, 0, 0};
-    return record_dispatch(r, d->kernel, d->push, DP_PUSH_MAX, d->ranges, d->n_ranges, g, groups, offset, err);
+    return record_dispatch(r, d->kernel, d->push, DP_PUSH_MAX, d->ranges, d->n_ranges, g, groups, offset, false, err);
 }
 
 static dp_status check_region(const char *op, const dp_buffer *b, uint64_t off, uint64_t bytes, bool align4,

@@ -46,6 +46,10 @@ typedef struct dp_dispatch {
     uint64_t   set_mask;                       /* bit i: push member i was set */
     dp_range   ranges[DP_DISPATCH_MAX_RANGES];
     uint32_t   n_ranges;
+    /* The kernel orders itself after the commands before it (it waits in the shader on counters the earlier
+    ** dispatches bump: recipes/bench/persistent.lua's chain mode), so no hazard barrier goes before it. Its
+    ** ranges still join the hazard set: a later command that is not self-ordered waits for it as usual. */
+    bool       self_ordered;
     dp_err     err;
 } dp_dispatch;
 

@@ -764,7 +764,9 @@ static dp_dispatch *fill_dispatch(lua_State *L, lua_kernel *k, int push)
     return d;
 }
 
-/* rec:dispatch(kernel, {gx, gy, gz}, {member = number | tensor, ...}) */
+/* rec:dispatch(kernel, {gx, gy, gz}, {member = number | tensor, ...} [, {self_ordered = true}])
+** self_ordered: the kernel waits in the shader for the dispatches before it, so no hazard barrier goes
+** before it (gpu/recorder.h, dp_dispatch.self_ordered; recipes/bench/persistent.lua's chain mode). */
 static int recorder_dispatch(lua_State *L)
 {
     lua_recorder *r = check_recorder(L, 1);
@@ -780,7 +782,15 @@ static int recorder_dispatch(lua_State *L)
         }
         lua_pop(L, 1);
     }
+    bool self_ordered = false;
+    if (!lua_isnoneornil(L, 5)) {
+        luaL_checktype(L, 5, LUA_TTABLE);
+        self_ordered = lua_getfield(L, 5, "self_ordered") != LUA_TNIL && lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_settop(L, 4);   /* fill_dispatch's userdata goes above the arguments */
     dp_dispatch *d = fill_dispatch(L, k, 4);
+    d->self_ordered = self_ordered;
     dp_err err = {0};
     if (ensure_begun(r, &err) != DP_OK || dp_recorder_dispatch(r->rec, d, g[0], g[1], g[2], &err) != DP_OK)
         return dp_lua_raise(L, &err);

@@ -36,7 +36,8 @@ local spec = {
   options = {
     { "--shape", "NAME", "llama (Llama 3.2 1B), gemma (Gemma 3 1B) or tiny", default = "llama" },
     { "--weights", "TYPE", "f16, or q4 (4-bit, one f32 scale per row)", default = "f16" },
-    { "--modes", "LIST", "persistent, dispatch, sync (both modes with empty steps: the cost of ordering)",
+    { "--modes", "LIST", "persistent, dispatch, chain (a dispatch per step, ordered by counters instead of\n" ..
+      "barriers), sync (the three with empty steps: the cost of ordering)",
       default = "dispatch,persistent" },
     { "--tokens", "N", "tokens per submit", type = "int", default = 32, min = 1 },
     { "--runs", "N", "timed submits per mode", type = "int", default = 5, min = 1 },
@@ -85,7 +86,7 @@ end
 
 -- Every push member must be set, in every mode: those a mode does not read get zeros (and pointers `w`).
 local function push_of(t)
-  local out = { n_ops = 1, first = 0, steps = 0, slot = 0, w_off = 0, words = 0, kind = 0, kk = 0 }
+  local out = { n_ops = 1, first = 0, steps = 0, slot = 0, w_off = 0, words = 0, kind = 0, kk = 0, target = 0 }
   for key, v in pairs(t) do out[key] = v end
   out.ops, out.act, out.ctl = out.ops or out.w, out.act or out.w, out.ctl or out.w
   return out
@@ -197,6 +198,15 @@ local function run_mode(dev, k, o, mode, c)
     rec:dispatch(k.reset, { 1 }, push_of { ops = c.opt, w = c.w, act = c.act, ctl = c.ctl })
     push.first, push.steps = 0, steps
     rec:dispatch(k.persistent, { c.groups }, push_of(push))
+  elseif mode == "chain" then
+    -- no barriers: each dispatch's workgroups wait for all the workgroups of the dispatches before
+    rec:dispatch(k.reset, { 1 }, push_of { ops = c.opt, w = c.w, act = c.act, ctl = c.ctl })
+    rec:barrier()   -- the steps below are self-ordered: the recorder puts no barrier after the reset
+    push.steps = 1
+    for s = 0, steps - 1 do
+      push.first, push.target = s, s * c.dgroups
+      rec:dispatch(k.chain, { c.dgroups }, push_of(push), { self_ordered = true })
+    end
   else
     push.steps = 1
     for s = 0, steps - 1 do
@@ -210,9 +220,9 @@ local function run_mode(dev, k, o, mode, c)
     local t0 = doppler.clock()
     rec:run()
     if r > 0 then times[#times + 1] = doppler.clock() - t0 end
-    if mode == "persistent" and string.unpack("<I4", c.ctl:read(4, 4)) ~= 0 then   -- each run resets it
-      error(("persistent: the grid barrier gave up (are %d workgroups of %d resident at once?)"):format(
-        c.groups, o.wg), 0)
+    if (mode == "persistent" or mode == "chain") and string.unpack("<I4", c.ctl:read(4, 4)) ~= 0 then
+      error(("%s: a wait gave up (are %d workgroups of %d resident at once?)"):format(mode,
+        mode == "chain" and c.dgroups or c.groups, o.wg), 0)   -- each run resets the flag
     end
   end
   table.sort(times)
@@ -232,8 +242,8 @@ local function main(argv)
   if not SYNC[o.sync] then error(("--sync: '%s' is not acquire, volatile or fence"):format(o.sync), 0) end
   local modes = {}
   for m in o.modes:gmatch("[^,%s]+") do
-    if m ~= "persistent" and m ~= "dispatch" and m ~= "sync" then
-      error(("--modes: '%s' is not persistent, dispatch or sync"):format(m), 0)
+    if m ~= "persistent" and m ~= "dispatch" and m ~= "chain" and m ~= "sync" then
+      error(("--modes: '%s' is not persistent, dispatch, chain or sync"):format(m), 0)
     end
     modes[#modes + 1] = m
   end
@@ -276,7 +286,7 @@ local function main(argv)
       error(("a K of %d and --wg %d need %d bytes of shared memory; the device has %d"):format(max_k, o.wg,
         shared, caps.max_shared_memory), 0)
     end
-    local k = { dispatch = kern(0, max_k), persistent = kern(1, max_k), reset = kern(2, 32) }
+    local k = { dispatch = kern(0, max_k), persistent = kern(1, max_k), reset = kern(2, 32), chain = kern(4, max_k) }
     c.slot = 32
     for _, op in ipairs(c.ops) do c.slot = math.max(c.slot, op.N, 2 * op.K) end
     local tab = {}
@@ -298,7 +308,7 @@ local function main(argv)
     end
     c.x0 = table.concat(x0_bytes)
 
-    local sub = sync and { "dispatch", "persistent" } or { mode }
+    local sub = sync and { "dispatch", "persistent", "chain" } or { mode }
     for _, m in ipairs(sub) do
       local sec, y, st = run_mode(dev, k, o, m, c)
       local steps = o.tokens * #c.ops

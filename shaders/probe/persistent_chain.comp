@@ -9,6 +9,12 @@
 //     barrier, a counter in device memory that each workgroup increments and then polls. Before it polls, a
 //     workgroup requests its first weights of the next step: weights do not depend on the activations, so
 //     their memory latency overlaps the wait.
+//   chain mode (MODE 4): one dispatch per step as in dispatch mode, but recorded without barriers
+//     (rec:dispatch's self_ordered): each workgroup requests its first weights, waits at the same counter as
+//     the grid barrier until every workgroup of the dispatches before has signalled (push `target`: their
+//     workgroups in all), runs the step and signals. The dispatches' launches overlap the steps before them,
+//     as the persistent mode's steps do, without workgroups that must all be resident at once: a dispatch's
+//     workgroups only wait for those of earlier dispatches, which the GPU launched before them.
 // What the probe leaves out of a real megakernel: RoPE, the KV cache's append (attention reads a fixed cache
 // of `P` positions), residual adds and sampling; the norms are folded into the GEMV that reads them (each
 // workgroup sums the squares of x itself); its 4-bit format is one f32 scale per row, not Q4_K's blocks.
@@ -25,10 +31,11 @@
 // writes the other; a slot holds `slot` floats. y[n] = (sum_k W[n, k] x[k]) * r[n], with r[n] = 1/sqrt(K)
 // for f16 weights and the row's f32 scale for 4-bit ones (nibble - 8, 32 per uvec4, low nibble first).
 //
-// Dispatch: MODE 0/1: (G, 1, 1). MODE 2 (resets the grid counter and the failure flag): (1, 1, 1).
+// Dispatch: MODE 0/1/4: (G, 1, 1). MODE 2 (resets the grid counter and the failure flag): (1, 1, 1).
 //           MODE 3: (G, 1, 1) any G, writes `words` u32 of kind `kind` at byte offset `w_off` of w.
 // Push: ops, w, act, ctl (u32 [2]: grid counter, failure flag), n_ops, first (first step), steps, slot,
-//       w_off, words, kind (0: f16 pairs, 1: nibbles, 2: f32 row scales of a K-column matrix), kk (that K).
+//       w_off, words, kind (0: f16 pairs, 1: nibbles, 2: f32 row scales of a K-column matrix), kk (that K),
+//       target (MODE 4: the count to wait for; 0 for the first step after a reset).
 // Spec constants: WG (workgroup size), UN (16-byte weight chunks in flight per lane, per buffer), Q4 (0: f16
 //   weights, 1: 4-bit), MODE, MAX_K (the largest K of the chain), SYNC (the grid barrier, below: 0 acquire,
 //   1 volatile, 2 fence).
@@ -64,6 +71,7 @@ layout(push_constant) uniform Push {
     uint  words;
     uint  kind;
     uint  kk;
+    uint  target;
 } p;
 
 const uint SPIN_LIMIT = 1u << 24;  // a grid barrier that never fills (G too large to be resident) gives up
@@ -328,6 +336,11 @@ void main()
             else if (p.kind == 1u) o.v[i] = h;                               // eight nibbles
             else o.v[i] = floatBitsToUint((0.75 + float(h & 255u) / 512.0) * 0.25 * inversesqrt(float(p.kk)));
         }
+        return;
+    }
+    if (MODE == 4u) {
+        run_step(0u, p.target > 0u, p.target);
+        grid_signal();
         return;
     }
     for (uint s = 0u; s < p.steps; s++) {
