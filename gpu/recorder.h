@@ -48,7 +48,9 @@ typedef struct dp_dispatch {
     uint32_t   n_ranges;
     /* The kernel orders itself after the commands before it (it waits in the shader on counters the earlier
     ** dispatches bump: recipes/bench/persistent.lua's chain mode), so no hazard barrier goes before it. Its
-    ** ranges still join the hazard set: a later command that is not self-ordered waits for it as usual. */
+    ** ranges still join the hazard set: a later command that is not self-ordered waits for it as usual. Such
+    ** waits rely on the device launching an earlier dispatch's workgroups before a later one's, which Vulkan
+    ** does not promise (docs/BENCHMARKS.md, session 25): a probe's tool; the decode plans do not use it. */
     bool       self_ordered;
     dp_err     err;
 } dp_dispatch;

@@ -4,7 +4,9 @@
 -- dispatches per layer). The alternative design runs a whole token, or many, in one dispatch whose
 -- workgroups stay resident and meet at grid barriers (a counter in device memory), and requests each step's
 -- weights before waiting at the barrier. This script measures that design against the dispatch chain on the
--- same kernel (shaders/probe/persistent_chain.comp): the steps of a decode token at a real model's shapes
+-- same kernel (shaders/probe/persistent_chain.comp), and a third way between them (--modes chain): a dispatch
+-- per step with no barrier, each workgroup waiting on the counter for the earlier dispatches' workgroups
+-- (rec:dispatch's self_ordered). The steps of a decode token at a real model's shapes
 -- (per layer q/k/v with the pre-norm folded in, attention over a fixed cache of --context positions, o,
 -- gate+up with the pre-norm, down on the GLU of gate+up; then the LM head), weights and cache made on the
 -- GPU from a hash, `--tokens` tokens per submit.

@@ -13,8 +13,11 @@
 //     (rec:dispatch's self_ordered): each workgroup requests its first weights, waits at the same counter as
 //     the grid barrier until every workgroup of the dispatches before has signalled (push `target`: their
 //     workgroups in all), runs the step and signals. The dispatches' launches overlap the steps before them,
-//     as the persistent mode's steps do, without workgroups that must all be resident at once: a dispatch's
-//     workgroups only wait for those of earlier dispatches, which the GPU launched before them.
+//     as the persistent mode's steps do, and a dispatch's workgroups wait only for those of earlier
+//     dispatches. That relies on the GPU launching every workgroup of a dispatch before any of a later one,
+//     which Vulkan does not promise: here one workgroup of 1024 per SM leaves a later one no room to overtake;
+//     doppler's decode chained this way (small workgroups of different sizes) saw waits that never ended
+//     (docs/BENCHMARKS.md, session 25), and a wait gives up as the grid barrier's does.
 // What the probe leaves out of a real megakernel: RoPE, the KV cache's append (attention reads a fixed cache
 // of `P` positions), residual adds and sampling; the norms are folded into the GEMV that reads them (each
 // workgroup sums the squares of x itself); its 4-bit format is one f32 scale per row, not Q4_K's blocks.
