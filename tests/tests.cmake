@@ -21,7 +21,13 @@ set(DP_TEST_ENV
   "DOPPLER_FIXTURES=${CMAKE_SOURCE_DIR}/tests/fixtures"
   "DOPPLER_BIN=$<TARGET_FILE:doppler>"
   "LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp:print_suppressions=0"
-  "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0")
+  "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:quarantine_size_mb=32")
+# Why quarantine_size_mb=32 (AddressSanitizer's default is 256): freed memory waits in the quarantine, poisoned,
+# before it is handed out again, so that a use after free lands on poison. Most of what a test frees is
+# lavapipe's and LLVM's (building pipelines), and with 256 MB held back every process keeps touching fresh pages:
+# the sanitizer stage spent a third of its time in the kernel (ctest -j2: 512 s, 360 s of it sys). A use after
+# free is still caught unless 32 MB of other frees come between the free and the use (docs/BENCHMARKS.md,
+# session 26).
 
 if(DOPPLER_STATIC_DEPS)
   set(DP_CMOCKA_LIB /usr/lib/x86_64-linux-gnu/libcmocka.so)
