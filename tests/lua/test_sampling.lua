@@ -1,7 +1,8 @@
--- Sampling through the CLI on tests/fixtures/models/gemma3-tiny (the GPU sampler inside the recorded pass):
--- a seed reproduces its ids; --top-k 1 is greedy; another seed gives other ids; the prefill chunking does
--- not change a draw; and every drawn id equals the CPU reference's (doppler.sample_cpu, core/sample.c) on the
--- logits rows the run wrote with --logits-out, with the same history and step (= context length).
+-- Sampling through the command line's entry point on tests/fixtures/models/gemma3-tiny (the GPU sampler
+-- inside the recorded pass): a seed reproduces its ids; --top-k 1 is greedy; another seed gives other ids;
+-- the prefill chunking does not change a draw; and every drawn id equals the CPU reference's
+-- (doppler.sample_cpu, core/sample.c) on the logits rows the run wrote with --logits-out, with the same
+-- history and step (= context length).
 -- The tiny model's rows have a gap of ~7 between the top logit and the rest, hence high temperatures.
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
@@ -13,13 +14,13 @@ local PROMPT = { 2, 10, 20, 30, 7 }
 local N = 16
 local tmp = os.tmpname()
 
+-- The command line `doppler recipes/gemma3.lua ...` in this process (check.run_here: no process start per
+-- draw, and the kernels built once; the printed ids are the fixture tests' to check).
 local function generate(opts, extra)
-  local args = { "recipes/gemma3.lua", "--model", MODEL, "--ids", check.join(PROMPT), "--max-tokens", tostring(N),
-                 "--print-ids", "--quiet" }
+  local args = { "--model", MODEL, "--ids", check.join(PROMPT), "--max-tokens", tostring(N), "--quiet" }
   for _, a in ipairs(opts) do args[#args + 1] = a end
   for _, a in ipairs(extra or {}) do args[#args + 1] = a end
-  local out = check.must_run(args)
-  local ids = check.parse_ids(out:match("%[[%d,]*%]%s*$") or "")
+  local ids = check.run_here("recipes/gemma3.lua", args)
   check.eq(#ids, N, "generated ids (" .. table.concat(opts, " ") .. ")")
   return ids
 end

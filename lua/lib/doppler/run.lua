@@ -217,7 +217,7 @@ function M.main(recipe, argv)
     log("%d prompt tokens, %d generated; time to first token %.1f ms; %.2f tok/s decode\n", #prompt, n,
         (t_first - t0) * 1e3, n > 1 and (n - 1) / decode_s or 0)
   end
-  return 0
+  return 0, generated   -- the exit code, and the ids for a caller in this process (tests/lua/lib/check.lua)
 end
 
 -- ---- `doppler run`: the recipe from the model ----
@@ -243,7 +243,8 @@ local function recipe_for(path)
 end
 
 -- `doppler run ARGS` (lua/lib/doppler/cmd/run.lua): M.main with the recipe the model's metadata names,
--- or the one its manifest names. Returns M.main's exit code; errors are Lua errors.
+-- or the one its manifest names. Returns what M.main returns (the exit code, then the ids it generated);
+-- errors are Lua errors.
 function M.for_model(argv)
   local path = model_arg(argv)
   local recipe

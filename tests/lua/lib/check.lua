@@ -89,15 +89,25 @@ end
 function M.logits(first, model, ids, extra, out_path)
   local args = { "--model", model, "--ids", M.join(ids), "--max-tokens", "0", "--logits-out", out_path, "--quiet" }
   for _, a in ipairs(extra or {}) do args[#args + 1] = a end
+  M.run_here(first, args, 3)
+  return M.read_f32(out_path)
+end
+
+-- The command line `doppler FIRST ARGS...` (FIRST a recipe file, or "run") in this process, as M.logits runs
+-- it; returns the ids it generated (what --print-ids would print). Errors at the caller's `level` (default:
+-- the caller of run_here).
+function M.run_here(first, args, level)
   local run = require "doppler.run"
-  local ok, rc = pcall(function()
+  local ok, rc, ids = pcall(function()
     if first == "run" then return run.for_model(args) end
     return run.main(require("doppler.recipes").load(first), args)
   end)
   collectgarbage()   -- the session's device memory goes back before the next run
   if ok and rc ~= 0 then ok, rc = false, "exit status " .. tostring(rc) end   -- as the CLI would exit
-  if not ok then error(("doppler %s %s failed:\n%s"):format(first, table.concat(args, " "), tostring(rc)), 2) end
-  return M.read_f32(out_path)
+  if not ok then
+    error(("doppler %s %s failed:\n%s"):format(first, table.concat(args, " "), tostring(rc)), level or 2)
+  end
+  return ids
 end
 
 -- Max abs difference over every row of two [T, V] lists (NaN counts as infinite) and the row where it
