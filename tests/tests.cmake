@@ -25,9 +25,9 @@ set(DP_TEST_ENV
 # Why quarantine_size_mb=32 (AddressSanitizer's default is 256): freed memory waits in the quarantine, poisoned,
 # before it is handed out again, so that a use after free lands on poison. Most of what a test frees is
 # lavapipe's and LLVM's (building pipelines), and with 256 MB held back every process keeps touching fresh pages:
-# the sanitizer stage spent a third of its time in the kernel (ctest -j2: 512 s, 360 s of it sys). A use after
-# free is still caught unless 32 MB of other frees come between the free and the use (docs/BENCHMARKS.md,
-# session 26).
+# the sanitizer stage spent over a third of its CPU time in the kernel (ctest -j2: 512 s wall, 627 s user, 360 s
+# sys; 366 s wall at 32 MB). A use after free is still caught unless 32 MB of other frees come between the free
+# and the use (docs/BENCHMARKS.md, session 26).
 
 if(DOPPLER_STATIC_DEPS)
   set(DP_CMOCKA_LIB /usr/lib/x86_64-linux-gnu/libcmocka.so)
