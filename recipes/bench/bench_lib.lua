@@ -37,7 +37,9 @@ function M.options(mode)
   return {
     usage = ("doppler recipes/bench/%s.lua --model PATH [options]"):format(mode),
     about = d.about .. "\nPrints one JSON object per timed run (one line each), or a markdown table with --table.\n" ..
-            "Load time and plan compilation are excluded from the timings (load_s reports the load).",
+            "Load time and plan compilation are excluded from the timings (load_s reports the load).\n" ..
+            "Hints: the built-in defaults, the recipe's and --hint; doppler tune's cache is not read, so a\n" ..
+            "figure does not depend on what was tuned before (pass tuned values as --hint).",
     options = {
       { "--model", "PATH", "model directory or GGUF file (required)" },
       { "--recipe", "FILE", "recipe file (default: from the model's architecture)" },
