@@ -3,7 +3,8 @@
 --   tune --quick writes the cache file; a second process's --show-hints shows the tuned values with source
 --   "tune (FILE)", below --hint; tune=off ignores the cache; generation with tuned (non-default) hints
 --   gives the ids of the defaults; a corrupt, stale or invalid cache file is a warning naming the file,
---   the run goes on with the defaults; --help and a bad --knobs value.
+--   the run goes on with the defaults; --help and a bad --knobs value; --warmup-ms (the untimed decode before
+--   each wall-clock candidate).
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -77,9 +78,40 @@ check.case("a table by default; --help; an unknown knob is an error listing the 
   end
   local help = must({ "tune", "--help" })
   check.truthy(help:match("doppler tune %-%-model PATH") ~= nil, "--help")
+  check.truthy(help:match("%-%-warmup%-ms MS") ~= nil, "--help names --warmup-ms")
   local ok, _, e = run({ "tune", "--model", MODEL, "--knobs", "warp_speed" })
   check.truthy(not ok, "bad knob fails")
   check.truthy(e:match("no knob 'warp_speed'") and e:match("gemv_wg"), "names the knob and lists the valid ones")
+end)
+
+check.case("a wall-clock candidate decodes untimed for --warmup-ms first (one run at 0, the default on a CPU)",
+           function()
+  local function rows(extra)
+    local args = { "tune", "--model", MODEL, "--quick", "--tokens", "2", "--prompt-tokens", "4", "--runs", "1",
+                   "--knobs", "decode_chunk", "--dry-run", "--json" }
+    for _, a in ipairs(extra) do args[#args + 1] = a end
+    local tmp = os.tmpname()                     -- doppler.read_json reads files
+    local f = assert(io.open(tmp, "wb"))
+    f:write((must(args)))                       -- stdout only
+    f:close()
+    local t = doppler.read_json(tmp)
+    os.remove(tmp)
+    check.truthy(#t.results >= 2, "decode_chunk's candidates")
+    return t.results
+  end
+  local cpu = doppler.device():caps().type == "cpu"
+  for _, r in ipairs(rows({})) do
+    check.truthy(r.wall_ms ~= nil, "decode_chunk is scored by wall clock")
+    if cpu then check.eq(r.warmup_runs, 1, "the default on a CPU device: no warm-up beyond the one run")
+    else check.truthy(r.warmup_runs >= 2, "the default's untimed runs: the recording one and the warm-up") end
+  end
+  for _, r in ipairs(rows({ "--warmup-ms", "0" })) do check.eq(r.warmup_runs, 1, "--warmup-ms 0: the one run") end
+  -- the warm-up's clock starts after the run that records the shapes, so any positive time adds a run
+  for _, r in ipairs(rows({ "--warmup-ms", "1" })) do
+    check.truthy(r.warmup_runs >= 2, ("--warmup-ms 1: %d untimed runs"):format(r.warmup_runs))
+  end
+  local ok, _, e = run({ "tune", "--model", MODEL, "--warmup-ms", "-1" })
+  check.truthy(not ok and e:match("%-%-warmup%-ms") ~= nil, "a negative --warmup-ms is refused, naming it")
 end)
 
 -- A cache with values that are surely not the built-in ones.
