@@ -245,6 +245,41 @@ check.case("persistent.lua: a token's GEMV and attention steps as dispatches, as
   check.truthy(not ok and e:match("at most 1024 positions"), "too long a context: " .. e)
 end)
 
+check.case("glu_down.lua: a chain of MLPs as two dispatches per layer and as one fused dispatch, against a CPU reference", function()
+  -- tiny: 2 layers, x of 64, h of 64. The script fails when a mode's y is not the first mode's bits or is off
+  -- the CPU reference; 8 rows per workgroup (f16 columns) make 8 workgroups add into y, in whatever order.
+  for _, c in ipairs({ { "q4", "32", "256" }, { "q4", "64", "512" }, { "f16", "8", "64" }, { "f16", "16", "128" } }) do
+    local rows = bench("glu_down", { "--shape", "tiny", "--down", c[1], "--r", c[2], "--wg", c[3], "--tokens", "3",
+                                    "--runs", "1", "--modes", "split,fused,fused_nopref,fused_tail,h,down" })
+    check.eq(#rows, 6, "six modes")
+    for i, mode in ipairs({ "split", "fused", "fused_nopref", "fused_tail", "h", "down" }) do
+      local r = rows[i]
+      check.eq(r.mode, mode, "mode")
+      check.eq(r.down, c[1], "down")
+      positive(r, "us_per_layer")
+      if i <= 4 then
+        check.truthy(r.same_bits, mode .. ": the same bits as split")
+        check.truthy(type(r.check_max_rel_err) == "number" and r.check_max_rel_err <= 1e-4,
+                     mode .. ": compared with the CPU reference")
+      end
+    end
+    -- per token: split zeroes y, then 2 dispatches per layer; fused 1; fused_tail needs no zeroing
+    check.eq(rows[1].dispatches, 3 * (1 + 2 * 2), "split: dispatches")
+    check.eq(rows[2].dispatches, 3 * (1 + 2), "fused: dispatches")
+    check.eq(rows[4].dispatches, 3 * 2, "fused_tail: dispatches")
+  end
+  local ok, _, e = check.run({ "recipes/bench/glu_down.lua", "--shape", "huge" })
+  check.truthy(not ok and e:match("not gemma, llama or tiny"), "bad shape: " .. e)
+  ok, _, e = check.run({ "recipes/bench/glu_down.lua", "--shape", "tiny", "--modes", "fast" })
+  check.truthy(not ok and e:match("is not split, fused"), "bad mode: " .. e)
+  ok, _, e = check.run({ "recipes/bench/glu_down.lua", "--shape", "tiny", "--r", "8" })
+  check.truthy(not ok and e:match("multiple of 32"), "4-bit columns need 32 rows: " .. e)
+  ok, _, e = check.run({ "recipes/bench/glu_down.lua", "--shape", "tiny", "--wg", "96" })
+  check.truthy(not ok and e:match("power of two"), "bad workgroup: " .. e)
+  ok, _, e = check.run({ "recipes/bench/glu_down.lua", "--shape", "tiny", "--down", "q8" })
+  check.truthy(not ok and e:match("not q4 or f16"), "bad down type: " .. e)
+end)
+
 check.case("--profile: GPU time per kernel per token, submits, readback, device memory", function()
   local out, err = check.must_run({ "recipes/gemma3.lua", "--model", GEMMA, "--ids", "2,10,20,30", "--max-tokens", "5",
                                     "--print-ids", "--quiet", "--profile", "--hint", "decode_chunk=1" })
