@@ -329,6 +329,7 @@ static void read_caps(VkInstance inst, VkPhysicalDevice pd, uint32_t index, dp_d
     c->int8 = f12.shaderInt8;
     c->int16 = f2.features.shaderInt16;
     c->int64 = f2.features.shaderInt64;
+    c->int64_atomics = f12.shaderBufferInt64Atomics;
     c->storage8 = f12.storageBuffer8BitAccess;
     c->storage16 = f11.storageBuffer16BitAccess;
     /* Only through Vulkan 1.3, whose feature create_device switches on (gemv_q's DP_XQ8 needs it). */

@@ -50,6 +50,7 @@ typedef struct dp_device_caps {
     bool     fp16;                  /* shaderFloat16 arithmetic */
     bool     bf16;                  /* VK_KHR_shader_bfloat16 present (arithmetic on bf16) */
     bool     int8, int16, int64;    /* shaderInt8 / shaderInt16 / shaderInt64 */
+    bool     int64_atomics;         /* shaderBufferInt64Atomics, switched on (the fused MLP's sums) */
     bool     storage8, storage16;   /* storageBuffer8BitAccess / storageBuffer16BitAccess */
     bool     integer_dot;           /* shaderIntegerDotProduct (Vulkan 1.3), switched on */
     bool     integer_dot_fast;      /* ... with packed 4 x 8-bit signed and mixed-sign dot products accelerated */

@@ -98,6 +98,7 @@ static void push_caps(lua_State *L, const dp_device_caps *c)
     lua_pushboolean(L, c->storage8), lua_setfield(L, -2, "storage8");
     lua_pushboolean(L, c->storage16), lua_setfield(L, -2, "storage16");
     lua_pushboolean(L, c->integer_dot), lua_setfield(L, -2, "integer_dot");
+    lua_pushboolean(L, c->int64_atomics), lua_setfield(L, -2, "int64_atomics");
     lua_pushboolean(L, c->integer_dot_fast), lua_setfield(L, -2, "integer_dot_fast");
     lua_pushboolean(L, c->coopmat), lua_setfield(L, -2, "coopmat");
     lua_pushboolean(L, c->coopmat_nv), lua_setfield(L, -2, "coopmat_nv");

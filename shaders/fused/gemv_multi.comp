@@ -30,6 +30,7 @@
 //   workgroup reduces the sum of a^2 first; then each thread forms u = y * (off2 + nw2) for the chunks of x it
 //   reads anyway, and the sums are scaled by 1 / rms(y) at the end (the sum of y^2 travels with the dot
 //   products' reduction). Llama's form (=1) is not taken here (fusions.lua, norm_qkv, says why).
+//   With DP_A_FIX64 ra is the fused MLP's fixed-point sum (dp_types.glsl), two values per 16-byte load.
 // DP_UNROLL marks the loops whose trip counts are spec constants: on a GPU unrolled at pipeline creation
 // (dp_common.glsl), their arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per
 // token, docs/BENCHMARKS.md 11h).
@@ -107,7 +108,7 @@ layout(push_constant) uniform Push {
     uint kind;
 #endif
 #ifdef DP_PRENORM
-    ACT_In  ra;
+    A_In    ra;
     NW_In   nw1;
     NW_In   nw2;
     ACT_Out r;
@@ -308,7 +309,7 @@ void main()
     float inv1, pss = 0.0;
     {
         float ss = 0.0;
-        for (uint k = tid; k < K; k += WG) { const float v = act_load(ACT_In(arow), k); ss += v * v; }
+        for (uint k = tid; k < K; k += WG) { const float v = a_load(A_In(arow), k); ss += v * v; }
         inv1 = inversesqrt(pn_workgroup_sum(ss) / float(K) + p.eps1);
     }
 #endif
@@ -335,7 +336,16 @@ void main()
                     {
                         const uint k0 = (c0 + i * WG) * VW;
                         float av[VW], g1[VW], g2[VW];
+#ifdef DP_A_FIX64
+                        AFix64x2In a2 = AFix64x2In(arow + uint64_t(k0) * 8ul);
+                        DP_UNROLL for (uint e = 0u; e < VW / 2u; ++e) {
+                            const i64vec2 q = a2.v[e];
+                            av[2u * e] = a_fix(q.x);
+                            av[2u * e + 1u] = a_fix(q.y);
+                        }
+#else
                         x_unpack(x_fetch(arow, k0), av);          // a: laid out as x (contiguous, aligned)
+#endif
                         pn_nw(p.nw2, k0, g2);
                         pn_nw(p.nw1, k0, g1);
                         DP_UNROLL for (uint e = 0u; e < VW; ++e)
@@ -359,7 +369,7 @@ void main()
             DP_UNROLL for (uint t = 0u; t < TT; ++t) {
                 float xv = act_load(ACT_In(xrow[t]), k);
 #ifdef DP_PRENORM
-                xv = pn_u(xv, act_load(ACT_In(arow), k), nw_load(p.nw1, k), nw_load(p.nw2, k), k, inv1, writer, pss);
+                xv = pn_u(xv, a_load(A_In(arow), k), nw_load(p.nw1, k), nw_load(p.nw2, k), k, inv1, writer, pss);
 #endif
                 DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) acc[r * TT + t] = fma(wv[r], xv, acc[r * TT + t]);
             }

@@ -79,7 +79,7 @@ layout(push_constant) uniform Push {
     U32In    steps;       // [1] the draw counter (context length)
 #endif
 #ifdef DP_LMH_PRE
-    ACT_In   ra;          // [K] the branch output added to x (DP_LMH_PRE above)
+    A_In     ra;          // [K] the branch output added to x (DP_LMH_PRE above; DP_A_FIX64: dp_types.glsl)
 #if DP_LMH_PRE == 2
     NW_In    wn1;         // [K] the weight of its norm (the final norm's dtype)
 #endif
@@ -118,9 +118,9 @@ float lmh_in(uint i, float inv1)
     // precise: the unfused kernels store a's normed value before the add reads it, so no multiply-add may
     // be contracted into an fma here (with f32 activations the stores round nothing to stop it)
 #if DP_LMH_PRE == 2
-    precise const float an = act_round(act_load(p.ra, i) * inv1 * (p.off1 + nw_load(p.wn1, i)));   // rmsnorm.comp's store
+    precise const float an = act_round(a_load(p.ra, i) * inv1 * (p.off1 + nw_load(p.wn1, i)));   // rmsnorm.comp's store
 #else
-    precise const float an = act_load(p.ra, i);
+    precise const float an = a_load(p.ra, i);
 #endif
     precise const float y = act_load(p.x, i) + an;                                         // eltwise.comp's add
     return act_round(y);
@@ -143,11 +143,11 @@ void lmh_norm()
         float sa = 0.0;
         for (uint k = 0u; k < LMH_CACHE; k++) {
             uint i = ln + k * LR;
-            ac[k] = i < n ? act_load(p.ra, i) : 0.0;
+            ac[k] = i < n ? a_load(p.ra, i) : 0.0;
             sa += ac[k] * ac[k];
         }
         for (uint i = ln + LMH_CACHE * LR; i < n; i += LR) {
-            float v = act_load(p.ra, i);
+            float v = a_load(p.ra, i);
             sa += v * v;
         }
         inv1 = inversesqrt(norm_row_sum(sa, rw) / float(p.K) + p.eps1);

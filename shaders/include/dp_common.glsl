@@ -49,6 +49,8 @@ layout(buffer_reference, std430, buffer_reference_align = 4) readonly  buffer I3
 layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer I32Out { int v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4)           buffer I32Buf { int v[]; };
 
+layout(buffer_reference, std430, buffer_reference_align = 8)           buffer I64Buf { int64_t v[]; };
+
 layout(buffer_reference, std430, buffer_reference_align = 1) readonly  buffer U8In  { uint8_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 1) writeonly buffer U8Out { uint8_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 1)           buffer U8Buf { uint8_t v[]; };

@@ -7,6 +7,7 @@
 //   DP_W_F32 | DP_W_F16 | DP_W_BF16   weights (none = f32); bf16 is stored as uint16
 //   DP_KV_F16                   KV cache is f16 (else f32)
 //   DP_OUT_F32                  matrix kernels write f32 whatever the activation type (logits)
+//   DP_A_FIX64                  a kernel's branch-output operand `a` is a 64-bit fixed-point sum (A_In, a_load)
 // Provided, for X in ACT, W, KV:
 //   X_In / X_Out / X_Buf        buffer-reference types (readonly / writeonly / read-write)
 //   X_T                         the stored element type (float, float16_t or uint16_t for bf16)
@@ -40,6 +41,25 @@
 #endif
 // x as act_store would store it, back in f32: the rounding point of a value the unfused kernels store
 #define act_round(x)       float(ACT_T(x))
+
+// ---- a branch output `a` that may come from the fused MLP ----------------------------------------
+// DP_A_FIX64: a kernel's operand `a` is the 64-bit fixed-point sum (units of 2^-32) that the fused MLP adds
+// its workgroups' shares of the down projection into (matmul/gemv_q.comp, DP_DOWN), read as the activation
+// type would hold it: a_load rounds to ACT as the unfused down projection's store did. Otherwise `a` is an
+// activation. A_In is its reference type and A_BYTES its element size, for address math.
+#ifdef DP_A_FIX64
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer AFix64In { int64_t v[]; };
+#define A_In    AFix64In
+#define A_BYTES 8u
+#define a_fix(q) act_round(float(q) * (1.0 / 4294967296.0))
+#define a_load(p, i) a_fix((p).v[(i)])
+// two elements per 16-byte load (vector paths; the address 16-byte aligned)
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer AFix64x2In { i64vec2 v[]; };
+#else
+#define A_In    ACT_In
+#define A_BYTES ACT_BYTES
+#define a_load(p, i) act_load(p, i)
+#endif
 
 // ---- outputs of matrix kernels: the activation type, or f32 with DP_OUT_F32 (logits) ----------
 #ifdef DP_OUT_F32

@@ -69,11 +69,32 @@
 //   the staging reads 1-2 more vectors of K values from L2. The result differs from the unfused chain's by
 //   roundings only (h is never rounded to ACT; the sums of squares go in another order).
 //   Needs a subgroup size >= 8 (pn_ss) and T rows of a K apart.
+// DP_DOWN (with DP_GLU, TT = 1; fusion glu_down, lua/lib/doppler/fusions.lua): the layer's down projection in the
+//   same dispatch. The workgroup's ROWS values of h = act(gate) * up (rounded to ACT, as the unfused path stores
+//   h) never leave it: it multiplies them by its ROWS columns of D [K, N] and adds that share of y = D h to yd
+//   with 64-bit integer atomics, in units of 2^-32 (each share truncated to the unit; |share| < 2^31), so the
+//   sum does not depend on the order the workgroups add in: the same bits every run. No workgroup waits for
+//   all of h, and h is not written. D comes as wd, its f16 columns in blocks of 8 ([N / 8][K][8]: one 16-byte
+//   load per block and output; ROWS a multiple of 8, N of ROWS), or with DP_DCOL_Q4 / DP_DCOL_Q6 its Q4_K /
+//   Q6_K values exactly, by blocks of 32 columns (quant/columns_q.comp's planes; ROWS a multiple of 32): the
+//   codes (and Q6_K's high bits) and a scale pair per block and output, 24 or 32 bytes per 32 values against
+//   64 in f16. yd must be zero before the dispatch; the
+//   readers of yd take it as an `a` operand with DP_A_FIX64 (dp_types.glsl). The dispatch zeroes zd (K int64:
+//   the sum an earlier fused MLP left, whose readers ran before this dispatch), so that a plan's fused MLPs
+//   leave their sums zero for the next pass without a dispatch of their own. Push: y is absent; wd, yd, zd.
+//   Why: on the H100 the gate+up and down dispatches of a layer cost ~23 us; in a probe one dispatch so made
+//   took 1.2-1.35x less than the two (recipes/bench/glu_down.lua, docs/BENCHMARKS.md 34c).
 // [[unroll]] marks the loops whose trip counts are spec constants: unrolled at pipeline creation, their
 // arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per token, docs/BENCHMARKS.md 11h).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#ifdef DP_DOWN
+#extension GL_EXT_shader_atomic_int64 : require
+#ifndef DP_GLU
+#error "DP_DOWN is the fused MLP: it needs DP_GLU"
+#endif
+#endif
 #ifdef DP_PRENORM
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #ifndef DP_XQ8
@@ -110,7 +131,9 @@ layout(push_constant) uniform Push {
 #ifdef DP_GLU
     U16In   wu;
 #endif
+#ifndef DP_DOWN
     OUT_Out y;
+#endif
 #ifdef DP_BIAS
     F32In   bias;
 #endif
@@ -133,7 +156,29 @@ layout(push_constant) uniform Push {
     float   eps2;
     float   off2;
 #endif
+#ifdef DP_DOWN
+    V4In    wd;      // [N / 8][K][8] f16: D's columns
+    I64Buf  yd;      // [K] int64, the sum (units of 2^-32)
+    I64Buf  zd;      // [K] int64, zeroed here
+#endif
 } p;
+
+#ifdef DP_DOWN
+shared float hs[ROWS];                   // this workgroup's rows of h
+#if defined(DP_DCOL_Q4) || defined(DP_DCOL_Q6)
+shared float hsum[ROWS / 16u];           // sums of h over each run of 16 (the blocks' minima / offsets)
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer DColV2In { vec2 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer DColU2In { uvec2 v[]; };
+// sum over the 16 codes of word pair (w0, w1) (nibbles, low first) of code * h[h0 + i]
+float dcol_dot16(uint w0, uint w1, uint h0)
+{
+    float s = 0.0;
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) s += float((w0 >> (4u * i)) & 15u) * hs[h0 + i];
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) s += float((w1 >> (4u * i)) & 15u) * hs[h0 + 8u + i];
+    return s;
+}
+#endif
+#endif
 
 const uint TPR = WG / ROWS;              // threads per row
 #ifdef DP_GLU
@@ -451,7 +496,9 @@ void main()
         const float inv2 = inversesqrt(pn_total(TT * PN_SG, t) / float(K) + p.eps2);
         [[unroll]] for (uint j = 0u; j < NW; ++j) s[j] *= inv2;
 #endif
-#ifdef DP_GLU
+#ifdef DP_DOWN
+        hs[r] = act_round(dp_glu_act(s[0], p.kind) * s[1]);
+#elif defined(DP_GLU)
         out_store(p.y, (t0 + t) * ys + n0 + r, dp_glu_act(s[0], p.kind) * s[1]);
 #else
 #ifdef DP_BIAS
@@ -460,4 +507,54 @@ void main()
         out_store(p.y, (t0 + t) * ys + n0 + r, s[0]);
 #endif
     }
+#ifdef DP_DOWN
+    if (lane == 0u && n0 + r >= p.N) hs[r] = 0.0;  // rows past N (none when N is a multiple of ROWS)
+    barrier();
+#if defined(DP_DCOL_Q4) || defined(DP_DCOL_Q6)
+    if (tid < ROWS / 16u) {
+        float v = 0.0;
+        for (uint i = 0u; i < 16u; ++i) v += hs[16u * tid + i];
+        hsum[tid] = v;
+    }
+    barrier();
+    const uint C = p.N / 32u;
+#endif
+    // y[o] += sum over this workgroup's rows j of D[o, n0 + j] * h[n0 + j], for o = tid, tid + WG, ...
+    const uint nblk = (p.N + ROWS - 1u) / ROWS;
+    for (uint o = tid; o < K; o += WG) {
+        float v = 0.0;
+#if defined(DP_DCOL_Q4) || defined(DP_DCOL_Q6)
+        [[unroll]] for (uint c = 0u; c < ROWS / 32u; ++c) {
+            const uint at = (n0 / 32u + c) * K + o;
+            const uvec4 q = p.wd.v[at];
+#ifdef DP_DCOL_Q4
+            // W = a * code - b over the block
+            const vec2 ab = DColV2In(uint64_t(p.wd) + uint64_t(C) * K * 16ul).v[at];
+            v += ab.x * (dcol_dot16(q.x, q.y, 32u * c) + dcol_dot16(q.z, q.w, 32u * c + 16u))
+                 - ab.y * (hsum[2u * c] + hsum[2u * c + 1u]);
+#else
+            // W = a_half * (code - 32), code = low nibble | high 2 bits << 4
+            const uvec2 hi = DColU2In(uint64_t(p.wd) + uint64_t(C) * K * 16ul).v[at];
+            const vec2 a = DColV2In(uint64_t(p.wd) + uint64_t(C) * K * 24ul).v[at];
+            float s0 = dcol_dot16(q.x, q.y, 32u * c), s1 = dcol_dot16(q.z, q.w, 32u * c + 16u);
+            [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+                s0 += float(((hi.x >> (2u * i)) & 3u) << 4) * hs[32u * c + i];
+                s1 += float(((hi.y >> (2u * i)) & 3u) << 4) * hs[32u * c + 16u + i];
+            }
+            v += a.x * (s0 - 32.0 * hsum[2u * c]) + a.y * (s1 - 32.0 * hsum[2u * c + 1u]);
+#endif
+        }
+#else
+        [[unroll]] for (uint c = 0u; c < ROWS / 8u; ++c) {
+            const uvec4 q = p.wd.v[(n0 / 8u + c) * K + o];
+            [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                const vec2 d = unpackHalf2x16(q[e]);
+                v += d.x * hs[c * 8u + 2u * e] + d.y * hs[c * 8u + 2u * e + 1u];
+            }
+        }
+#endif
+        atomicAdd(p.yd.v[o], int64_t(v * 4294967296.0));
+    }
+    for (uint i = block * WG + tid; i < K; i += nblk * WG) p.zd.v[i] = 0l;
+#endif
 }

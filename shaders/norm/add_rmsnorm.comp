@@ -10,7 +10,8 @@
 //        y (ACT, write)    rows, n, eps, w_offset
 // Spec:  WG  workgroup size, a power of two (default 256)
 //        ROWS rows per workgroup, a power of two dividing WG (default 1)
-// Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16
+// Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16, DP_A_FIX64 (a is the fused MLP's fixed-point sum:
+//          dp_types.glsl; r then never aliases a)
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -24,7 +25,7 @@ layout(constant_id = 1) const uint ROWS = 1;
 #include "norm_rows.glsl"
 
 layout(push_constant) uniform Push {
-    ACT_In  a;   // [rows, n]
+    A_In    a;   // [rows, n]
     ACT_In  b;   // [rows, n]
     W_In    w;   // [n]
     ACT_Out r;   // [rows, n]
@@ -38,9 +39,9 @@ layout(push_constant) uniform Push {
 const uint CACHE = 8u;
 
 // a + b rounded to the activation type: the value r holds.
-float residual(ACT_In ar, ACT_In br, uint i)
+float residual(A_In ar, ACT_In br, uint i)
 {
-    return float(ACT_T(act_load(ar, i) + act_load(br, i)));
+    return float(ACT_T(a_load(ar, i) + act_load(br, i)));
 }
 
 void main()
@@ -51,7 +52,8 @@ void main()
     bool live = row < p.rows;
     uint n = live ? p.n : 0u;
     uint64_t off = uint64_t(live ? row : 0u) * p.n * ACT_BYTES;   // 64-bit address math
-    ACT_In  ar = ACT_In(uint64_t(p.a) + off), br = ACT_In(uint64_t(p.b) + off);
+    A_In    ar = A_In(uint64_t(p.a) + uint64_t(live ? row : 0u) * p.n * A_BYTES);
+    ACT_In  br = ACT_In(uint64_t(p.b) + off);
     ACT_Out rr = ACT_Out(uint64_t(p.r) + off), yr = ACT_Out(uint64_t(p.y) + off);
 
     // The cached elements' weights are loaded with the inputs: after the reduction (a barrier when LR exceeds

@@ -16,7 +16,8 @@
 //        rows, n, eps1, w_offset1, eps2, w_offset2
 // Spec:  WG  workgroup size, a power of two (default 256)
 //        ROWS rows per workgroup, a power of two dividing WG (default 1)
-// Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16
+// Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16, DP_A_FIX64 (a is the fused MLP's fixed-point sum:
+//          dp_types.glsl)
 // DP_UNROLL marks the loops whose trip counts are spec constants: on a GPU unrolled at pipeline creation
 // (dp_common.glsl), their arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per
 // token, docs/BENCHMARKS.md 11h).
@@ -34,7 +35,7 @@ layout(constant_id = 1) const uint ROWS = 1;
 
 layout(push_constant) uniform Push {
     ACT_In  x;
-    ACT_In  a;
+    A_In    a;
     W_In    w1;
     W_In    w2;
     ACT_Out y;
@@ -50,9 +51,9 @@ layout(push_constant) uniform Push {
 const uint CACHE = 8u;
 
 // y[i] as stored: x + the stored normed a
-float residual(ACT_In xr, ACT_In ar, uint i, float inv1)
+float residual(ACT_In xr, A_In ar, uint i, float inv1)
 {
-    float an = act_round(act_load(ar, i) * inv1 * (p.w_offset1 + w_load(p.w1, i)));
+    float an = act_round(a_load(ar, i) * inv1 * (p.w_offset1 + w_load(p.w1, i)));
     return act_round(act_load(xr, i) + an);
 }
 
@@ -64,7 +65,8 @@ void main()
     bool live = row < p.rows;
     uint n = live ? p.n : 0u;
     uint64_t off = uint64_t(live ? row : 0u) * p.n * ACT_BYTES;   // 64-bit address math
-    ACT_In  xr = ACT_In(uint64_t(p.x) + off), ar = ACT_In(uint64_t(p.a) + off);
+    ACT_In  xr = ACT_In(uint64_t(p.x) + off);
+    A_In    ar = A_In(uint64_t(p.a) + uint64_t(live ? row : 0u) * p.n * A_BYTES);
     ACT_Out yr = ACT_Out(uint64_t(p.y) + off), hr = ACT_Out(uint64_t(p.h) + off);
 
     // pass 1: the branch output's sum of squares. The cached elements' x, w1 and w2 are loaded here too:
@@ -75,14 +77,14 @@ void main()
     DP_UNROLL for (uint k = 0u; k < CACHE; k++) {
         uint i = ln + k * LR;
         bool in_row = i < n;
-        c[k] = in_row ? act_load(ar, i) : 0.0;
+        c[k] = in_row ? a_load(ar, i) : 0.0;
         cx[k] = in_row ? act_load(xr, i) : 0.0;
         cw1[k] = in_row ? w_load(p.w1, i) : 0.0;
         cw2[k] = in_row ? w_load(p.w2, i) : 0.0;
     }
     DP_UNROLL for (uint k = 0u; k < CACHE; k++) ss += c[k] * c[k];
     for (uint i = ln + CACHE * LR; i < n; i += LR) {
-        float v = act_load(ar, i);
+        float v = a_load(ar, i);
         ss += v * v;
     }
     float inv1 = inversesqrt(norm_row_sum(ss, rw) / float(p.n) + p.eps1);

@@ -39,7 +39,6 @@ layout(constant_id = 5) const uint TAIL = 0;   // 1: the last workgroup converts
 layout(constant_id = 6) const uint DF16 = 0;   // 1: D's columns in f16 (8 per (block, output)), scaled 1/sqrt(I)
 
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer I64In { int64_t v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer I64Buf { int64_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer V2In { vec2 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer U32Coh { uint v[]; };
 

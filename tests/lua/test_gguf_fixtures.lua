@@ -75,6 +75,15 @@ for _, f in ipairs(fixtures) do
   if (ref.tensor_types["output.weight"] or ref.tensor_types["token_embd.weight"]) == "Q8_0" then
     variants[#variants + 1] = { "dequant_f16", "q_matmul_head=fused", "q_matmul_glu=fused", "gemv_q_x=q8x2", "prefill_chunk=1" }
   end
+  -- the fused MLP (fusion glu_down, the H100's auto), token by token: gate+up in blocks with down's f16 columns
+  -- into a fixed-point sum, read by norm_add_norm / add_rmsnorm; and as on the H100, with the norm folded in
+  -- (norm_gate_up, q8x2), Gemma's q/k/v pass (norm_qkv) reading the sum and 32 rows per workgroup, so that
+  -- down's Q4_K / Q6_K blocks are read by columns (quant/columns_q.comp)
+  if q == "Q4_K_M" then
+    variants[#variants + 1] = { "fused", "glu_down=on", "prefill_chunk=1" }
+    variants[#variants + 1] = { "dequant_f16", "q_matmul_head=fused", "q_matmul_glu=fused", "gemv_q_x=q8x2",
+                                "glu_down=on", "prefill_chunk=1", "glu_down_rows=32", "glu_down_wg=256" }
+  end
   for _, v in ipairs(variants) do
     local qm, extra = v[1], { "--hint", "q_matmul=" .. v[1] }
     for i = 2, #v do extra[#extra + 1], extra[#extra + 2] = "--hint", v[i] end
@@ -82,7 +91,10 @@ for _, f in ipairs(fixtures) do
     check.case(name .. ": default mode, q_matmul=" .. label .. ", every row within 0.5; argmax = reference's (greedy ids) where margin > 1", function()
       local l = logits_for(model, ref.all_ids, extra)
       local d, row = max_diff(l, expected, T, V)
-      measured[#measured + 1] = ("default/%s %.3g"):format(#v > 1 and (v[2]:match("^q_matmul_head") and "copies+head,glu q8x2" or "q8x2") or qm, d)
+      local what = #v == 1 and qm or v[2]:match("^glu_down") and "glu_down" or
+                   (v[2]:match("^q_matmul_head") and "copies+head,glu q8x2" or "q8x2")
+      if #v > 2 and v[5] == "glu_down=on" then what = what .. "+glu_down" end
+      measured[#measured + 1] = ("default/%s %.3g"):format(what, d)
       if d > 0.5 then error(("max abs %.4g at row %d"):format(d, row)) end
       -- every row's top-1 where the reference has a clear one; in the continuation that is the greedy id
       for t = 0, T - 1 do
@@ -94,16 +106,22 @@ for _, f in ipairs(fixtures) do
     end)
   end
 
-  check.case(name .. ": free-running greedy decode = greedy_ids (up to the first margin <= 1)", function()
-    local out = check.must_run({ "run", "--model", model, "--ids", check.join(ref.prompt_ids),
-                                 "--max-tokens", tostring(#ref.greedy_ids), "--print-ids", "--quiet" })
-    local got = check.parse_ids(out)
-    check.eq(#got, #ref.greedy_ids, "generated count")
-    for i, id in ipairs(ref.greedy_ids) do
-      if ref.top1_minus_top2[P + i - 1] <= 1.0 then break end
-      check.eq(got[i], id, ("generated id %d"):format(i))
-    end
-  end)
+  local greedy = { {} }
+  if q == "Q4_K_M" then greedy[2] = { "--hint", "glu_down=on" } end   -- the fused MLP in the GPU loop, the head reading its sum
+  for _, extra in ipairs(greedy) do
+    check.case(name .. ": free-running greedy decode = greedy_ids (up to the first margin <= 1)" ..
+               (extra[2] and (", " .. extra[2]) or ""), function()
+      local args = { "run", "--model", model, "--ids", check.join(ref.prompt_ids),
+                     "--max-tokens", tostring(#ref.greedy_ids), "--print-ids", "--quiet" }
+      for _, a in ipairs(extra) do args[#args + 1] = a end
+      local got = check.parse_ids(check.must_run(args))
+      check.eq(#got, #ref.greedy_ids, "generated count")
+      for i, id in ipairs(ref.greedy_ids) do
+        if ref.top1_minus_top2[P + i - 1] <= 1.0 then break end
+        check.eq(got[i], id, ("generated id %d"):format(i))
+      end
+    end)
+  end
   report[#report + 1] = ("  %-16s %s"):format(name, table.concat(measured, ", "))
 end
 

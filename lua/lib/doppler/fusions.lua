@@ -131,6 +131,7 @@ local function make_ctx(nodes, env, dev)
   end
   function ctx.is_output(n) return n.is_output end
   ctx.env = env
+  ctx.nodes = nodes   -- every node in order (rules that must see all their candidates first: glu_down)
   ctx.dev = dev   -- the device the plan is for (rules that depend on its kernels ask doppler.lower); may be nil
   ctx.hints = env and env.hints and env.hints.values or {}
   -- Marks `n` as memory that the fused node `writer` fills: n keeps its place in the arena and its
@@ -603,6 +604,81 @@ M.register {
     attrs.pre = pre
     n.attrs = attrs
     n.inputs = inputs
+  end,
+}
+
+-- ---- glu_down: the fused MLP (gemv_q.comp's DP_DOWN) -----------------------------------------------------
+-- linear(glu_linear(h), Wd) in a one-token pass, the glu read by that linear only  ->  one gemv_q dispatch
+-- that makes h and adds each workgroup's share of Wd h to a 64-bit fixed-point sum with atomics. The sum is
+-- not an activation, so every reader must take it as its `a` operand (DP_A_FIX64, dp_types.glsl): the
+-- branch output of Gemma's norm_add_norm or norm_qkv, of Llama's add_rmsnorm, or of the head's lm_head_pre;
+-- with any other reader the pair stays as it is. Runs last, on the readers the other rules made. Where
+-- lower.glu_down_ok allows (auto: GPUs). Why: the gate+up and down dispatches are two dependent steps of
+-- ~23 us per layer on the H100; the probe recipes/bench/glu_down.lua made them one at 1.2-1.35x less
+-- (docs/BENCHMARKS.md 34c). Changes roundings: the sum goes in another order (exact in fixed point, each
+-- workgroup's share truncated to 2^-32), and D is read as its f16 values.
+local function fix_reader(r, v)
+  local seen = 0
+  for _, i in ipairs(r.inputs) do if i == v then seen = seen + 1 end end
+  if seen ~= 1 then return false end
+  if r.op == "norm_add_norm" then return r.inputs[2] == v end
+  if r.op == "add_rmsnorm" then return r.inputs[1] == v or r.inputs[2] == v end
+  if r.op == "qkv_linear" then return r.attrs.prenorm ~= nil and r.attrs.prenorm.a == v end
+  if r.op == "lm_head" then return r.attrs.pre ~= nil and r.inputs[r.attrs.pre.a_at] == v end
+  return false
+end
+
+-- n, if glu_down may take it (its glu and down weight, and the readers of its sum), else nil.
+local function glu_down_candidate(n, ctx)
+  if n.op ~= "linear" or #n.inputs ~= 2 or n.is_output or n.dtype ~= "act" then return nil end
+  local g, wd = n.inputs[1], n.inputs[2]
+  if g.op ~= "glu_linear" or g.is_output or not ctx.only_reader(g, n) then return nil end
+  local readers = ctx.consumers(n)
+  if #readers == 0 then return nil end
+  for _, r in ipairs(readers) do if not fix_reader(r, n) then return nil end end
+  local wg, wu = g.inputs[2], g.inputs[3]
+  local N, K = wg.shape[1], wg.shape[2]
+  if type(N) ~= "number" or type(K) ~= "number" then return nil end
+  if not lower.glu_down_ok(ctx.dev, ctx.env, wg, wu, wd, N, K, g.attrs.prenorm ~= nil) then return nil end
+  return { g = g, wd = wd, readers = readers }
+end
+
+-- The candidates of a pass, all or none: each fused MLP zeroes the sum of the one before (plan.lua), so there
+-- must be two or more, and every reader of one sum must come before the next fused MLP (a chain of layers).
+local function glu_down_set(ctx)
+  local list = {}
+  for _, n in ipairs(ctx.nodes) do
+    local c = glu_down_candidate(n, ctx)
+    if c then c.node = n; list[#list + 1] = c end
+  end
+  if #list < 2 then return {} end
+  for i = 2, #list do
+    for _, r in ipairs(list[i - 1].readers) do
+      if r.order > list[i].node.order then return {} end
+    end
+  end
+  local set = {}
+  for _, c in ipairs(list) do set[c.node] = c end
+  return set
+end
+
+M.register {
+  name = "glu_down", op = "linear",
+  apply = function(n, ctx)
+    if not (ctx.env and ctx.env.T == 1) then return end
+    ctx.glu_down = ctx.glu_down or glu_down_set(ctx)
+    local c = ctx.glu_down[n]
+    if not c then return end
+    local g = c.g
+    for _, r in ipairs(c.readers) do   -- add_rmsnorm reads the sum as a (a + b = b + a, bit for bit)
+      if r.op == "add_rmsnorm" and r.inputs[2] == n then r.inputs[1], r.inputs[2] = r.inputs[2], r.inputs[1] end
+    end
+    local inputs = { g.inputs[1], g.inputs[2], g.inputs[3], c.wd }
+    for i = 4, #g.inputs do inputs[#inputs + 1] = g.inputs[i] end   -- norm_gate_up's a, w2, sum, w1
+    n.op = "glu_down"
+    n.attrs = { kind = g.attrs.kind, prenorm = g.attrs.prenorm }
+    n.inputs = inputs
+    if g.attrs.prenorm then ctx.produced_by(g.inputs[6], n) end   -- the residual stream the staging writes
   end,
 }
 

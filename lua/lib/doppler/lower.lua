@@ -269,12 +269,22 @@ R.rmsnorm = function(ctx, n)
   })
 end
 
+-- The define a reader of a branch output `a` needs: DP_A_FIX64 where a is the fused MLP's fixed-point sum
+-- (op glu_down, fusions.lua; dp_types.glsl). Appended to defs, which it returns.
+local function a_defines(a, defs)
+  if a.op == "glu_down" then defs[#defs + 1] = "DP_A_FIX64" end
+  return defs
+end
+M.a_defines = a_defines
+
 R.add_rmsnorm = function(ctx, n)
   local a, b, w, sum = n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]
+  if b.op == "glu_down" then Graph.fail("plan: add_rmsnorm at %s reads the fused MLP's sum as b", n.where) end
   local d = n.bshape[#n.bshape]
   local rows = numel(n.bshape) // d
   local wg, per, gx, gy = norm_layout(d, rows)
-  local k = ctx.kernel("norm/add_rmsnorm.comp", ctx.defines { ctx.weight_define(w.etype, w.attrs.name) }, { WG = wg, ROWS = per })
+  local k = ctx.kernel("norm/add_rmsnorm.comp", ctx.defines(a_defines(a, { ctx.weight_define(w.etype, w.attrs.name) })),
+                       { WG = wg, ROWS = per })
   ctx.dispatch(k, gx, gy, 1, {
     a = ctx.t(a), b = ctx.t(b), w = ctx.t(w), r = ctx.t(sum), y = ctx.t(n),
     rows = rows, n = d, eps = n.attrs.eps, w_offset = n.attrs.offset,
@@ -288,7 +298,7 @@ R.norm_add_norm = function(ctx, n)
   local d = n.bshape[#n.bshape]
   local rows = numel(n.bshape) // d
   local wg, per, gx, gy = norm_layout(d, rows)
-  local k = ctx.kernel("norm/norm_add_norm.comp", ctx.defines { ctx.weight_define(w1.etype, w1.attrs.name) },
+  local k = ctx.kernel("norm/norm_add_norm.comp", ctx.defines(a_defines(a, { ctx.weight_define(w1.etype, w1.attrs.name) })),
                        { WG = wg, ROWS = per })
   ctx.dispatch(k, gx, gy, 1, {
     x = ctx.t(x), a = ctx.t(a), w1 = ctx.t(w1), w2 = ctx.t(w2), y = ctx.t(sum), h = ctx.t(n),
@@ -1152,6 +1162,52 @@ function M.cm_prefill_ok(dev, env, dtype, K)
   return cm_shape(ctx) and wtype == "f16" and env.act == "f16" and K % 8 == 0 or false
 end
 
+-- gemv_q with DP_GLU for glu_linear and glu_down: gate and up in quantised blocks decoded in the kernel (both
+-- weights share type and layout), with prenorm (fusion norm_gate_up) the norm folded into the staging of x
+-- (pre_in: its nodes a, w2, sum, w1), with o.down (fusion glu_down) the down projection in the same dispatch
+-- (gemv_q.comp's DP_DOWN: o.down = { w = D's f16 columns, y = the sum, z = the sum to zero }; o.wgs, o.rows its
+-- geometry) instead of writing h to o.y.
+local function emit_glu_q(ctx, n, o)
+  local x, wg, wu, tg, tu, N, K, T = o.x, o.wg, o.wu, o.tg, o.tu, o.N, o.K, o.T
+  local ldef = LAYOUT_DEFINE[M.layout_of(tg)]
+  if ldef ~= LAYOUT_DEFINE[M.layout_of(tu)] or row_blocks(tg) ~= row_blocks(tu) then
+    Graph.fail("plan: %s and %s are stored differently (layout or padded rows)", wg.attrs.name, wu.attrs.name)
+  end
+  if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", wg.attrs.name, wg.etype, K) end
+  local tt = math.min(T, 4)
+  local wgs, rows, un = M.gemv_params(ctx, true, tt, N, K, 2)
+  if o.down then wgs, rows = o.wgs, o.rows end
+  local defs, spec = { o.qdef, "DP_GLU", ldef }, { WG = wgs, ROWS = rows, TT = tt, UN = un }
+  local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wgs, 2, rows)
+  for _, d in ipairs(xdefs) do defs[#defs + 1] = d end
+  for key, v in pairs(xspec) do spec[key] = v end
+  local push = {
+    x = ctx.t(x), w = tg, wu = tu, y = o.y, T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0,
+    w_row_blocks = row_blocks(tg), kind = o.kind,
+  }
+  local pre = o.pre
+  if pre then
+    -- fusion norm_gate_up: the norm in the staging (gemv_q.comp's DP_PRENORM); the rule checked the path
+    local a, w2, sum, w1 = o.pre_in.a, o.pre_in.w2, o.pre_in.sum, o.pre_in.w1
+    if #xdefs == 0 then Graph.fail("plan: norm_gate_up at %s needs int8 x (hint gemv_q_x)", n.where) end
+    defs[#defs + 1] = "DP_PRENORM=" .. pre.kind
+    defs[#defs + 1] = ctx.weight_define(w2.etype, w2.attrs.name)
+    push.ra, push.nw2, push.r = ctx.t(a), ctx.t(w2), ctx.t(sum)
+    push.nw1 = ctx.t(w1 or w2)
+    push.eps1, push.off1 = pre.eps1 or 0, pre.offset1 or 0
+    push.eps2, push.off2 = pre.eps, pre.offset or 0
+  end
+  if o.down then
+    defs[#defs + 1] = "DP_DOWN"
+    if o.down.define then defs[#defs + 1] = o.down.define end
+    push.y, push.wd, push.yd, push.zd = nil, o.down.w, o.down.y, o.down.z
+  end
+  local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines(defs), spec)
+  local nb = ceil_div(N, rows)
+  local gx = math.min(nb, WG_MAX_GROUPS)
+  ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
+end
+
 R.glu_linear = function(ctx, n)
   local x, wg, wu = n.inputs[1], n.inputs[2], n.inputs[3]
   local N, K = n.bshape[#n.bshape], x.bshape[#x.bshape]
@@ -1179,37 +1235,9 @@ R.glu_linear = function(ctx, n)
     return
   end
   -- Quantised blocks decoded in the kernel: gemv_q with DP_GLU (both weights share type and layout).
-  local ldef = LAYOUT_DEFINE[M.layout_of(tg)]
-  if ldef ~= LAYOUT_DEFINE[M.layout_of(tu)] or row_blocks(tg) ~= row_blocks(tu) then
-    Graph.fail("plan: %s and %s are stored differently (layout or padded rows)", wg.attrs.name, wu.attrs.name)
-  end
-  if K % 16 ~= 0 then Graph.fail("plan: %s is %s with rows of %d elements (not a multiple of 16)", wg.attrs.name, wg.etype, K) end
-  local tt = math.min(T, 4)
-  local wgs, rows, un = M.gemv_params(ctx, true, tt, N, K, 2)
-  local defs, spec = { qdef, "DP_GLU", ldef }, { WG = wgs, ROWS = rows, TT = tt, UN = un }
-  local xdefs, xspec = M.gemv_q_x(ctx, K, tt, wgs, 2, rows)
-  for _, d in ipairs(xdefs) do defs[#defs + 1] = d end
-  for key, v in pairs(xspec) do spec[key] = v end
-  local push = {
-    x = ctx.t(x), w = tg, wu = tu, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, y_stride = 0,
-    w_row_blocks = row_blocks(tg), kind = kind,
-  }
-  local pre = n.attrs.prenorm
-  if pre then
-    -- fusion norm_gate_up: the norm in the staging (gemv_q.comp's DP_PRENORM); the rule checked the path
-    local a, w2, sum, w1 = n.inputs[4], n.inputs[5], n.inputs[6], n.inputs[7]
-    if #xdefs == 0 then Graph.fail("plan: norm_gate_up at %s needs int8 x (hint gemv_q_x)", n.where) end
-    defs[#defs + 1] = "DP_PRENORM=" .. pre.kind
-    defs[#defs + 1] = ctx.weight_define(w2.etype, w2.attrs.name)
-    push.ra, push.nw2, push.r = ctx.t(a), ctx.t(w2), ctx.t(sum)
-    push.nw1 = ctx.t(w1 or w2)
-    push.eps1, push.off1 = pre.eps1 or 0, pre.offset1 or 0
-    push.eps2, push.off2 = pre.eps, pre.offset or 0
-  end
-  local k = ctx.kernel("matmul/gemv_q.comp", ctx.defines(defs), spec)
-  local nb = ceil_div(N, rows)
-  local gx = math.min(nb, WG_MAX_GROUPS)
-  ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
+  local pre_in = n.attrs.prenorm and { a = n.inputs[4], w2 = n.inputs[5], sum = n.inputs[6], w1 = n.inputs[7] }
+  emit_glu_q(ctx, n, { x = x, wg = wg, wu = wu, tg = tg, tu = tu, qdef = qdef, N = N, K = K, T = T, kind = kind,
+                       pre = n.attrs.prenorm, pre_in = pre_in, y = ctx.t(n) })
 end
 
 -- Whether fusions.lua's norm_qkv may give a qkv_linear of weights ws (graph nodes, no biases) the norm that
@@ -1243,6 +1271,100 @@ function M.glu_prenorm_ok(dev, env, wg, wu, N, K)
   if not ok then return false end
   local ok2, xdefs = pcall(M.gemv_q_x, ctx, K, tt, wgs, 2, rows)
   return ok2 and #xdefs > 0
+end
+
+-- ---- the fused MLP (fusion glu_down): gate+up, the activation and down in one dispatch -------------------
+-- The fused MLP's workgroup and rows of h (hints glu_down_wg, glu_down_rows; 0 = the built-in choice): on a
+-- GPU 32 rows and 8 lanes per row (256 invocations; glu_down_wg = 0 keeps 8 lanes per row for any rows); on a
+-- CPU device gemv_q's CPU rule (8 rows of a subgroup's lanes). Why: every workgroup adds its share of y (K
+-- values) with atomics, so fewer, larger workgroups add fewer times (in the probe on the H100, 8 rows per
+-- workgroup took 21-38 us per layer against 15.5-24.6 at 32: docs/BENCHMARKS.md 34c), while gate+up wants 8
+-- lanes per row (4 made both models' decode 1.2-1.3x slower, 34e). Of 32 and 64 rows, 32 was the faster for
+-- Gemma 3 1B Q4_K_M (1.19-1.21 against 1.22-1.24 ms per token: 6912 / 64 = 108 workgroups leave SMs of the
+-- H100 idle) and 64 for Llama 3.2 1B (1.03-1.04 against 1.04-1.06; 34f); doppler tune measures 16, 32, 64.
+function M.glu_down_params(ctx)
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local wg, rows = hints.glu_down_wg or 0, hints.glu_down_rows or 0
+  if on_cpu(ctx) and wg == 0 and rows == 0 then return cpu_gemv(ctx) end
+  rows = rows ~= 0 and rows or 32
+  return wg ~= 0 and wg or rows * 8, rows
+end
+
+-- Whether fusions.lua's glu_down may fuse down (graph node wd, [K, N]) into the one-token glu_linear of wg, wu
+-- (N x K): hint glu_down (auto: not on a CPU device, where nothing waits on a dispatch), int64 atomics, the
+-- activations f16 (D's columns are its f16 values, which precision=f32 must not round), gate and up decoded
+-- in their blocks (gemv_q) as the unfused pass would, D quantised or f16, the workgroups' rows dividing N
+-- in blocks of 8, and with prenorm (the glu took its norm: norm_gate_up) int8 x.
+function M.glu_down_ok(dev, env, wg, wu, wd, N, K, prenorm)
+  if not (dev and env) or env.T ~= 1 then return false end
+  local hints = env.hints and env.hints.values or {}
+  local mode = hints.glu_down or "auto"
+  local caps = dev:caps()
+  if mode == "off" or (mode == "auto" and caps.type == "cpu") or not caps.int64_atomics then return false end
+  if env.act ~= "f16" or hints.matmul == "gemm" then return false end
+  if not Q_DEFINE[wg.dtype] or wg.dtype ~= wu.dtype or K % 16 ~= 0 or (caps.subgroup_size or 0) < 8 then return false end
+  if not (Q_DEFINE[wd.dtype] or wd.dtype == "f16") or wd.shape[1] ~= K or wd.shape[2] ~= N then return false end
+  local ctx = { dev = dev, env = env }
+  if q_matmul_glu_mode(ctx, hints, { etype = wg.dtype }, { etype = wu.dtype }, 1) ~= "fused" then return false end
+  local wgs, rows = M.glu_down_params(ctx)
+  if rows % 8 ~= 0 or N % rows ~= 0 or wgs % rows ~= 0 or wgs > caps.max_wg_invocations then return false end
+  local ok, xdefs = pcall(M.gemv_q_x, ctx, K, 1, wgs, 2, rows)
+  return ok and (#xdefs > 0 or not prenorm)   -- the folded norm needs int8 x (gemv_q.comp's DP_PRENORM)
+end
+
+-- D [K, N] by columns for the fused MLP, made once per weight tensor and format at compile time and shared by
+-- every plan (weak keys), as dequant_f16's copies are. Returns the tensor and gemv_q.comp's define:
+--   Q4_K or Q6_K blocks with rows of h per workgroup a multiple of 32 (and hint glu_down_cols auto): their
+--     values exactly, codes and scales by blocks of 32 columns (quant/columns_q.comp; DP_DCOL_Q4 / _Q6);
+--   otherwise the f16 values in blocks of 8 columns ([N / 8][K][8], copy/columns.comp, from the f16 copy).
+-- Why the blocks: 24 (Q4_K) or 32 (Q6_K) bytes per 32 values against 64 in f16; in the probe
+-- (recipes/bench/glu_down.lua, docs/BENCHMARKS.md 34b) the fused layer took ~15 % less with 4-bit columns.
+local down_cols = setmetatable({}, { __mode = "k" })
+local COL_Q = { q4_k = "DP_DCOL_Q4", q6_k = "DP_DCOL_Q6" }
+local function down_columns(ctx, wd, rows)
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local w = ctx.t(wd)
+  local K, N = wd.bshape[1], wd.bshape[2]
+  local qdef = (hints.glu_down_cols or "auto") == "auto" and rows % 32 == 0 and COL_Q[wd.etype] or nil
+  local key = qdef or "f16"
+  down_cols[w] = down_cols[w] or {}
+  local t = down_cols[w][key]
+  if t then return t, qdef end
+  local rec = ctx.dev:recorder()
+  if qdef then
+    t = ctx.dev:tensor { dtype = "u8", shape = { (N // 32) * K * (wd.etype == "q4_k" and 24 or 32) } }
+    local k = ctx.kernel("quant/columns_q.comp", { Q_DEFINE[wd.etype], LAYOUT_DEFINE[M.layout_of(w)] }, { WG = 256 })
+    local gx, gy = groups_1d((N // 32) * K, 256)
+    rec:dispatch(k, { gx, gy, 1 }, { w = w, y = t, K = K, N = N, row_blocks = row_blocks(w) })
+  else
+    local src = Q_DEFINE[wd.etype] and dequant_f16(ctx, wd) or w
+    t = ctx.dev:tensor { dtype = "f16", shape = { N // 8, K, 8 } }
+    local k = ctx.kernel("copy/columns.comp", {}, { WG = 256 })
+    local gx, gy = groups_1d(K * N // 8, 256)
+    rec:dispatch(k, { gx, gy, 1 }, { w = src, y = t, N = K, K = N })
+  end
+  rec:run()
+  ctx.plan.owned[#ctx.plan.owned + 1] = t
+  down_cols[w][key] = t
+  return t, qdef
+end
+
+-- glu_down (fusions.lua): inputs x, wg, wu, wd and, with prenorm, a, w2, sum, w1 (as norm_gate_up's); the
+-- output is the plan's fixed-point sum for this node (plan.lua), which its readers take with DP_A_FIX64.
+R.glu_down = function(ctx, n)
+  local x, wg, wu, wd = n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]
+  local N, K = wg.bshape[1], x.bshape[#x.bshape]
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local tg, qdef = matrix_weight(ctx, wg, hints, "fused")
+  local tu = matrix_weight(ctx, wu, hints, "fused")
+  local wgs, rows = M.glu_down_params(ctx)
+  local pre_in = n.attrs.prenorm and { a = n.inputs[5], w2 = n.inputs[6], sum = n.inputs[7], w1 = n.inputs[8] }
+  local zero = ctx.plan.fix_zero and ctx.plan.fix_zero[n]
+  if not zero then Graph.fail("plan: glu_down at %s has no sum to zero (plan.lua)", n.where) end
+  local cols, cdef = down_columns(ctx, wd, rows)
+  emit_glu_q(ctx, n, { x = x, wg = wg, wu = wu, tg = tg, tu = tu, qdef = qdef, N = N, K = K, T = 1,
+                       kind = (n.attrs.kind == "silu") and 1 or 0, pre = n.attrs.prenorm, pre_in = pre_in,
+                       wgs = wgs, rows = rows, down = { w = cols, y = ctx.t(n), z = zero, define = cdef } })
 end
 
 R.qkv_linear = function(ctx, n)
@@ -1288,6 +1410,7 @@ R.qkv_linear = function(ctx, n)
     if pre.kind ~= 2 then Graph.fail("plan: norm_qkv at %s takes norm_add_norm only", n.where) end
     defs[#defs + 1] = "DP_PRENORM=2"
     if nwd then defs[#defs + 1] = nwd end
+    a_defines(pre.a, defs)
     push.ra, push.nw2, push.r, push.nw1 = ctx.t(pre.a), ctx.t(pre.w2), ctx.t(pre.sum), ctx.t(pre.w1)
     push.eps1, push.off1 = pre.eps1 or 0, pre.offset1 or 0
     push.eps2, push.off2 = pre.eps, pre.offset or 0
@@ -1506,7 +1629,10 @@ R.lm_head = function(ctx, n)
   if a.sample then defs[#defs + 1] = "DP_LMH_SAMPLE" end
   if a.logits then defs[#defs + 1] = "DP_LMH_LOGITS" end
   local pre = a.pre
-  if pre then defs[#defs + 1] = "DP_LMH_PRE=" .. pre.kind end
+  if pre then
+    defs[#defs + 1] = "DP_LMH_PRE=" .. pre.kind
+    a_defines(n.inputs[pre.a_at], defs)
+  end
   local nl = norm_layout(K, 1)
   if not qdef and gw % subgroup_size(ctx) ~= 0 then
     Graph.fail("lm_head at %s: the GEMV workgroup (%d) is not a multiple of the subgroup size (%d); "

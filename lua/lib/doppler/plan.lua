@@ -144,7 +144,8 @@ function M.compile(dev, graph, env)
   for _, n in ipairs(nodes) do
     local r = root[n]
     local kind = r.op
-    if kind ~= "input" and kind ~= "weight" and kind ~= "state" and kind ~= "constant" and not bound[r] then
+    if kind ~= "input" and kind ~= "weight" and kind ~= "state" and kind ~= "constant" and kind ~= "glu_down"
+       and not bound[r] then
       local v = by_root[r]
       if not v then
         v = { node = r, first = r.sched, last = r.sched,
@@ -185,6 +186,39 @@ function M.compile(dev, graph, env)
     p.arena = dev:tensor { dtype = "u8", shape = { math.max(arena_bytes, ALIGN) } }
   end
 
+  -- The fused MLPs' sums (fusions.lua's glu_down, gemv_q.comp's DP_DOWN): int64 slots that are zero before a
+  -- glu_down adds into its slot, so not arena memory. Slot i belongs to the plan's i-th glu_down; the
+  -- dispatch of glu_down i zeroes slot i - 1 (whose readers ran before it) and the first one the last slot
+  -- (read by the previous pass's head), so a complete pass leaves only the last slot set, and the next pass
+  -- clears it before using it. One buffer per (row length, count), from env.constants (zeros, uploaded once
+  -- per session) and shared by the session's plans, which all keep that invariant.
+  local fused = {}
+  for _, n in ipairs(nodes) do if n.op == "glu_down" then fused[#fused + 1] = n end end
+  p.fix_zero = {}
+  if #fused > 0 then
+    local K = fused[1].bshape[#fused[1].bshape]
+    local words, zeros = 2 * K * #fused, {}
+    for i = 1, words do zeros[i] = 0 end
+    local name = ("doppler.glu_down_sums.%dx%d"):format(K, #fused)
+    local buf = env.constants and env.constants(name, zeros)
+    if not buf then
+      buf = dev:tensor { dtype = "f32", shape = { words } }
+      buf:upload(zeros)
+      p.owned[#p.owned + 1] = buf
+    end
+    local slot = {}
+    for i, n in ipairs(fused) do
+      if n.bshape[#n.bshape] ~= K or #n.bshape ~= 2 or n.bshape[1] ~= 1 then
+        Graph.fail("plan: glu_down at %s is not one row of %d values", n.where, K)
+      end
+      slot[i] = buf:view { offset = (i - 1) * K * 8, dtype = "i64", shape = n.bshape }
+    end
+    for i, n in ipairs(fused) do
+      p.tensors[n] = slot[i]
+      p.fix_zero[n] = slot[(i - 2) % #fused + 1]
+    end
+  end
+
   -- Device tensors for every node: leaves from env, roots from the arena, aliases as views.
   local function tensor_of(n)
     return p.tensors[n]
@@ -201,6 +235,8 @@ function M.compile(dev, graph, env)
       t = env.constants(n.attrs.name, n.attrs.values)
     elseif bound[n] then
       t = bound[n]
+    elseif n.op == "glu_down" then
+      t = p.tensors[n]
     elseif root[n] == n then
       t = p.arena:view { offset = by_root[n].offset, dtype = n.etype, shape = n.bshape }
     else

@@ -38,9 +38,9 @@ local spec = {
     { "--dry-run", nil, "measure and print, but do not write the cache" },
   },
   epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_q_wg, gemv_q_rows, gemv_q_unroll, gemv_q_x, q_matmul,\n" ..
-           "q_matmul_head, q_matmul_glu, lm_head_groups, attention_heads, attention_splits, attention_min_chunk,\n" ..
-           "attention_unroll, side_prefetch, prefetch_groups, decode_chunk (and q_layout for quantised models:\n" ..
-           "reloads the weights).",
+           "q_matmul_head, q_matmul_glu, lm_head_groups, glu_down, glu_down_rows, attention_heads, attention_splits,\n" ..
+           "attention_min_chunk, attention_unroll, side_prefetch, prefetch_groups, decode_chunk (and q_layout for\n" ..
+           "quantised models: reloads the weights).",
 }
 
 -- name -> candidates (full, quick, or for(ctx): this model's); applies(ctx) says whether the knob matters for this model;
@@ -76,6 +76,12 @@ local KNOBS = {
   -- 960 won, 31c)
   { "lm_head_groups", full = { 256, 512, 768, 960, 1024, 2048, 4096 }, quick = { 512, 960, 1024 },
     wall = function(c) return c.side_queue end },
+  -- the fused MLP (fusion glu_down): on or off, and its rows of h per workgroup (8 lanes each): where the side
+  -- prefetcher runs, wall clock, as gemv_rows
+  { "glu_down", full = { "auto", "off" }, quick = { "auto", "off" }, wall = function(c) return c.side_queue end,
+    applies = function(c) return c.quantised end },
+  { "glu_down_rows", full = { 16, 32, 64 }, quick = { 32, 64 }, wall = function(c) return c.side_queue end,
+    applies = function(c) return c.quantised end },
   -- one q head per workgroup (auto) or all of a kv head's in one (the auto before run 21, docs/BENCHMARKS.md)
   { "attention_heads", ["for"] = function(c) return { "auto", tostring(c.kv_group) } end,
     applies = function(c)   -- a group of 6 (Qwen 2 1.5B) has no hint value for "all": not tuned

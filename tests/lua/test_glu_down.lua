@@ -1,0 +1,278 @@
+-- The fused MLP (fusion glu_down, matmul/gemv_q.comp's DP_DOWN): gate+up, the activation and down in one
+-- dispatch, each workgroup adding its share of down into a 64-bit fixed-point sum that the next kernel reads
+-- (DP_A_FIX64). A chain of two MLP blocks as a recipe writes them, Llama's form:
+--   h = rmsnorm(r; wn);   m = silu(h · Wg) * (h · Wu);   r' = r + m · Wd      (add_rmsnorm reads the sum)
+-- checked block by block against double precision from the block's own input h as the GPU stored it (h and
+-- r are outputs), with D read as the kernel reads it (its f16 values by columns of 8, or with 32 rows per
+-- workgroup its Q6_K / Q4_K blocks exactly, by columns of 32: quant/columns_q.comp). Allowances: each f32 dot
+-- product 2e-5 of its sum of |terms|, carried through silu (|silu'| <= 1.13); m is stored in f16 as the
+-- unfused path stores h, so an m whose interval straddles an f16 rounding point may take either neighbour
+-- (one unit in the last place), any other m must round as the reference does; the fixed point truncates
+-- each workgroup's share (2^-32). The last block's sum itself is read back from its int64 slot (the earlier
+-- slots are zeroed by the next block within the pass) and checked to that bound; r' is stored in f16, so it
+-- takes one unit more for d's rounding and one for its own. Those allowances are worst cases (m's roundings
+-- all one way), wide enough to hide a scale error of 0.1 %, so the sum's error must also have no slope on the
+-- sum (|sum (d - ref) ref / sum ref^2| <= 1e-6; the roundings' noise gives ~1e-8). Wrong rows, columns, scales
+-- or a missed zeroing of the sum miss these by orders of magnitude. Also: the plan's kernels (one gemv_q per block, the readers
+-- with DP_A_FIX64), the same bits on a replay (the sum is zeroed between passes, and integer atomics add in
+-- any order alike), Gemma's form (norm_add_norm reads the sum) against the unfused plan, and where the rule
+-- does not fuse.
+package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
+local check = require "lib.check"
+local doppler = require "doppler"
+local Graph = require "doppler.graph"
+local plan = require "doppler.plan"
+local hints = require "doppler.hints"
+local f32 = require "doppler.f32"
+local act = require "doppler.act"
+
+local dev = doppler.device()
+local K, N = 256, 512      -- hidden, intermediate
+
+local function weight(dtype, rows, cols, salt)
+  math.randomseed(29, salt)
+  local v = {}
+  for i = 1, rows * cols do v[i] = (2 * math.random() - 1) * math.sqrt(3 / cols) end
+  local bytes = doppler.quantize(dtype, f32.bytes(v), cols)
+  local t = dev:tensor { dtype = dtype, shape = { rows, cols } }
+  t:upload(bytes)
+  return t, f32.values(doppler.dequantize(dtype, bytes, rows * cols), rows * cols)
+end
+
+local function vector(n, gen)
+  local v = {}
+  for i = 1, n do v[i] = doppler.round_to("f32", gen(i)) end
+  local t = dev:tensor { dtype = "f32", shape = { n } }
+  t:upload(v)
+  return t, v
+end
+
+local function f16(v) return doppler.round_to("f16", v) end
+local function ulp16(v)   -- one unit in the last place of |v| in f16 (normal range)
+  local a = math.abs(v)
+  if a < 2 ^ -14 then return 2 ^ -24 end
+  return 2 ^ (math.floor(math.log(a, 2)) - 10)
+end
+
+-- Weights of two blocks: gate/up q4_k, down q6_k (block 0) and q4_k (block 1); norm weights f32.
+local W = { t = {}, v = {} }
+math.randomseed(5)
+for b = 0, 1 do
+  W.t["wn" .. b], W.v["wn" .. b] = vector(K, function() return 0.5 + math.random() end)
+  W.t["w1" .. b], W.v["w1" .. b] = vector(K, function() return (2 * math.random() - 1) * 0.5 end)
+  W.t["wg" .. b], W.v["wg" .. b] = weight("q4_k", N, K, 10 * b + 1)
+  W.t["wu" .. b], W.v["wu" .. b] = weight("q4_k", N, K, 10 * b + 2)
+  W.t["wd" .. b], W.v["wd" .. b] = weight(b == 0 and "q6_k" or "q4_k", K, N, 10 * b + 3)
+end
+local r0 = {}
+for i = 1, K do r0[i] = f16((2 * math.random() - 1) * 2) end
+local r0_t = dev:tensor { dtype = "f16", shape = { 1, K } }
+r0_t:upload(r0)
+
+local EPS = 1e-5
+
+-- The chain of two blocks; outputs h0, h1 (each block's input), r1, r2 (the sums after each block) and h (the
+-- norm of r2).
+local function graph(gemma)
+  local g = Graph.new { name = "glu_down" }
+  local r = g:input("r", { "T", K }, "act")
+  local function w(name, shape, dtype) return g:weight { name = name, shape = shape, dtype = dtype } end
+  for b = 0, 1 do
+    local h = g:rmsnorm(r, w("wn" .. b, { K }, "f32"), { eps = EPS, offset = gemma and 1 or 0 })
+    g:output("h" .. b, h)
+    local gate = g:linear(h, w("wg" .. b, { N, K }, "q4_k"))
+    local f = gemma and g:gelu_tanh(gate) or g:silu(gate)
+    local d = g:linear(f * g:linear(h, w("wu" .. b, { N, K }, "q4_k")), w("wd" .. b, { K, N }, b == 0 and "q6_k" or "q4_k"))
+    if gemma then d = g:rmsnorm(d, w("w1" .. b, { K }, "f32"), { eps = EPS, offset = 1 }) end
+    r = r + d
+    g:output("r" .. (b + 1), r)
+  end
+  g:output("h", g:rmsnorm(r, w("wn0", { K }, "f32"), { eps = EPS, offset = gemma and 1 or 0 }))
+  return g
+end
+
+local function compile(gemma, set)
+  local hs = hints.new()
+  hs:set("q_matmul", "fused", "test")
+  -- x as it is (no int8 staging, which a GPU's auto would pick): the checks below are of the fused MLP's own
+  -- arithmetic, and the int8 staging's quantisation has tests of its own (test_gemv_q8.lua)
+  hs:set("gemv_q_x", "act", "test")
+  for k, v in pairs(set) do hs:set(k, v, "test") end
+  return plan.compile(dev, graph(gemma), {
+    T = 1, act = "f16", kv = "f16", hints = hs, weights = W.t, inputs = { r = r0_t }, states = {},
+    constants = function() end,
+  })
+end
+
+local function run(p)
+  p:run()
+  local out = { kernels = {}, specs = p.kernel_specs }
+  for _, name in ipairs({ "h0", "h1", "r1", "r2", "h" }) do out[name] = p:output(name):download() end
+  for i, k in ipairs(p.kernel_log) do out.kernels[i] = k:name() end
+  -- the last fused MLP's sum (int64, units of 2^-32): the pass leaves it set
+  local last
+  for _, n in ipairs(p.nodes) do if n.op == "glu_down" then last = n end end
+  if last then
+    local bytes = p.tensors[last]:read(0, K * 8)
+    out.d_last = {}
+    for j = 1, K do out.d_last[j] = string.unpack("<i8", bytes, 8 * j - 7) / 2 ^ 32 end
+  end
+  return out
+end
+
+local function count(list, name)
+  local c = 0
+  for _, v in ipairs(list) do if v == name then c = c + 1 end end
+  return c
+end
+
+local function has_define(specs, file, define)
+  local c = 0
+  for _, s in ipairs(specs) do
+    if s.file == file then
+      for _, d in ipairs(s.defines or {}) do if d == define then c = c + 1 end end
+    end
+  end
+  return c
+end
+
+-- Block b of Llama's form from the GPU's input h of the block and its residual rin: the reference d and r'
+-- and their allowances per element (the header).
+local function block_reference(b, h, rin, wgs, exact)
+  local wg, wu, wd = W.v["wg" .. b], W.v["wu" .. b], W.v["wd" .. b]
+  local m, ma = {}, {}
+  for n = 0, N - 1 do
+    local gs, gm, us, um = 0, 0, 0, 0
+    for k = 1, K do
+      local a, c = wg[n * K + k], wu[n * K + k]
+      gs, gm = gs + a * h[k], gm + math.abs(a * h[k])
+      us, um = us + c * h[k], um + math.abs(c * h[k])
+    end
+    local ga, ua = 2e-5 * gm, 2e-5 * um
+    local fv = act.silu(gs)
+    local v, e = fv * us, 1.13 * ga * (math.abs(us) + ua) + math.abs(fv) * ua
+    m[n] = f16(v)
+    ma[n] = (f16(v - e) ~= f16(v + e)) and ulp16(v) or 0   -- may round to the other neighbour
+  end
+  local d, da, r, ra = {}, {}, {}, {}
+  for j = 0, K - 1 do
+    local s, sa, sm = 0, 0, 0
+    for n = 0, N - 1 do
+      local wv = exact and wd[j * N + n + 1] or f16(wd[j * N + n + 1])
+      s, sa, sm = s + wv * m[n], sa + math.abs(wv) * ma[n], sm + math.abs(wv * m[n])
+    end
+    d[j + 1], da[j + 1] = s, sa + 2e-5 * sm + wgs * 2 ^ -32
+    r[j + 1] = f16(rin[j + 1] + f16(s))
+    ra[j + 1] = da[j + 1] + ulp16(s) + ulp16(r[j + 1])
+  end
+  return d, da, r, ra
+end
+
+local function check_llama(set, wgs, exact)
+  local p = compile(false, set)
+  local got = run(p)
+  check.eq(count(got.kernels, "gemv_q"), 2, "one gemv_q per block (gate+up and down in one)")
+  check.eq(has_define(got.specs, "matmul/gemv_q.comp", "DP_DOWN"), 2, "both blocks fused (DP_DOWN)")
+  check.eq(has_define(got.specs, "matmul/gemv_q.comp", "DP_DCOL_Q6"), exact and 1 or 0, "block 0's Q6_K down by its blocks")
+  check.eq(has_define(got.specs, "matmul/gemv_q.comp", "DP_DCOL_Q4"), exact and 1 or 0, "block 1's Q4_K down by its blocks")
+  check.eq(has_define(got.specs, "norm/add_rmsnorm.comp", "DP_A_FIX64"), 2, "add_rmsnorm reads the sums")
+  local worst, worst_d = 0, 0
+  local rin = r0
+  local block_ref_d
+  for b = 0, 1 do
+    local d, da, want, allow = block_reference(b, got["h" .. b], rin, wgs, exact)
+    local r = got["r" .. (b + 1)]
+    for j = 1, K do
+      local e = math.abs(r[j] - want[j])
+      if not (e <= allow[j]) then
+        error(("block %d: r'[%d] = %.9g, reference %.9g (allowed %.3g)"):format(b, j - 1, r[j], want[j], allow[j]))
+      end
+      worst = math.max(worst, e)
+      if b == 1 then   -- the sum itself, from its slot
+        block_ref_d = d
+        local ed = math.abs(got.d_last[j] - d[j])
+        if not (ed <= da[j]) then
+          error(("block 1: d[%d] = %.9g, reference %.9g (allowed %.3g)"):format(j - 1, got.d_last[j], d[j], da[j]))
+        end
+        worst_d = math.max(worst_d, ed)
+      end
+    end
+    rin = r
+  end
+  -- and no scale error hides in the allowances (which are worst cases of independent roundings): the slope
+  -- of the sum's error on the sum, sum (d - ref) ref / sum ref^2, is that of the roundings' noise
+  local num, den = 0, 0
+  for j = 1, K do
+    local d = block_ref_d[j]
+    num, den = num + (got.d_last[j] - d) * d, den + d * d
+  end
+  local slope = num / den
+  check.truthy(math.abs(slope) <= 1e-6, ("block 1: the sum's error has a slope of %.3g on the sum"):format(slope))
+  -- a replay: the sums were zeroed for it (else each block would add twice), and the same bits
+  local again = run(p)
+  for _, name in ipairs({ "r1", "r2", "h", "d_last" }) do
+    for j = 1, K do check.eq(again[name][j], got[name][j], ("replay: %s[%d]"):format(name, j - 1)) end
+  end
+  print(("  the sum's error against the sum: slope %.3g"):format(slope))
+  return worst, worst_d
+end
+
+check.case("Llama's form, gemv_q's CPU geometry (8 rows per workgroup: 64 workgroups add into each sum): r' against the double-precision chain, and a replay's bits", function()
+  print(("  worst |r' - ref| %.3g, |d - ref| %.3g"):format(check_llama({ glu_down = "on", glu_down_rows = 8,
+                                                                         glu_down_wg = 64 }, N // 8)))
+end)
+
+check.case("Llama's form, a GPU's geometry (32 rows, 256 invocations): down by its Q6_K / Q4_K blocks", function()
+  print(("  worst |r' - ref| %.3g, |d - ref| %.3g"):format(check_llama({ glu_down = "on", glu_down_rows = 32,
+                                                                         glu_down_wg = 256 }, N // 32, true)))
+end)
+
+check.case("Llama's form, 64 rows, 512 invocations, hint glu_down_cols=f16", function()
+  print(("  worst |r' - ref| %.3g, |d - ref| %.3g"):format(check_llama({ glu_down = "on", glu_down_rows = 64,
+                                                                         glu_down_wg = 512, glu_down_cols = "f16" }, N // 64, false)))
+end)
+
+check.case("Gemma's form (norm_add_norm reads the sum): the unfused plan's outputs within f16's reach", function()
+  local fused, plain = run(compile(true, { glu_down = "on" })), run(compile(true, { glu_down = "off" }))
+  check.eq(count(fused.kernels, "gemv_q"), 2, "fused: one gemv_q per block")
+  check.eq(count(plain.kernels, "gemv_q"), 4, "unfused: gate+up and down per block")
+  check.eq(has_define(fused.specs, "norm/norm_add_norm.comp", "DP_A_FIX64"), 2, "norm_add_norm reads the sums")
+  check.eq(has_define(plain.specs, "norm/norm_add_norm.comp", "DP_A_FIX64"), 0, "unfused: activations")
+  -- the two differ by D's f16 rounding (2^-11 of each weight) and the sums' order: far below the outputs' scale
+  for _, name in ipairs({ "h1", "r1", "r2", "h" }) do
+    local d, scale = 0, 0
+    for j = 1, K do
+      d = math.max(d, math.abs(fused[name][j] - plain[name][j]))
+      scale = math.max(scale, math.abs(plain[name][j]))
+    end
+    check.truthy(d <= 0.02 * scale, ("%s: max |fused - unfused| %.3g against a scale of %.3g"):format(name, d, scale))
+  end
+end)
+
+check.case("not fused: hint glu_down=off, auto on a CPU device, prefill-sized passes", function()
+  local off = run(compile(false, { glu_down = "off" }))
+  check.eq(count(off.kernels, "gemv_q"), 4, "glu_down=off: two dispatches per block")
+  if dev:caps().type == "cpu" then
+    check.eq(count(run(compile(false, {})).kernels, "gemv_q"), 4, "auto on a CPU device: off")
+  end
+  local hs = hints.new()
+  hs:set("glu_down", "on", "test")
+  hs:set("q_matmul", "fused", "test")
+  local r3 = dev:tensor { dtype = "f16", shape = { 3, K } }
+  r3:upload(string.rep(string.pack("<i2", 0x3c00), 3 * K))
+  local p = plan.compile(dev, graph(false), { T = 3, act = "f16", kv = "f16", hints = hs, weights = W.t,
+                                              inputs = { r = r3 }, states = {}, constants = function() end })
+  for _, s in ipairs(p.kernel_specs) do
+    for _, d in ipairs(s.defines or {}) do check.truthy(d ~= "DP_DOWN", "a 3-token pass is not fused") end
+  end
+end)
+
+check.case("hints glu_down_rows / glu_down_wg are checked", function()
+  local hs = hints.new()
+  local ok, e = pcall(hs.set, hs, "glu_down_rows", 12, "test")
+  check.truthy(not ok and tostring(e):match("glu_down_rows"), "a row count outside the choices: " .. tostring(e))
+  ok, e = pcall(hs.set, hs, "glu_down", "maybe", "test")
+  check.truthy(not ok and tostring(e):match("glu_down"), "a bad mode: " .. tostring(e))
+end)
+
+check.done()
