@@ -45,7 +45,8 @@
 // ---- a branch output `a` that may come from the fused MLP ----------------------------------------
 // DP_A_FIX64: a kernel's operand `a` is the 64-bit fixed-point sum (units of 2^-32) that the fused MLP adds
 // its workgroups' shares of the down projection into (matmul/gemv_q.comp, DP_DOWN), read as the activation
-// type would hold it: a_load rounds to ACT as the unfused down projection's store did. Otherwise `a` is an
+// type would hold it: a_load rounds to ACT as the unfused down projection's store did (act_round; the H100's
+// driver drops that round trip in registers and keeps the f32 value, which is the closer one). Otherwise `a` is an
 // activation. A_In is its reference type and A_BYTES its element size, for address math.
 #ifdef DP_A_FIX64
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer AFix64In { int64_t v[]; };

@@ -75,7 +75,7 @@ M.known.gemv_rows   = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
                         doc = "float GEMV: rows of W per workgroup (0: 1 for a linear and 2 for the LM head on a GPU; 8 on a CPU device where gemv_wg is 0 too)" }
 M.known.gemv_q_wg   = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, default = 0,
                         doc = "quantised GEMV (matmul/gemv_q.comp): workgroup size (0: 128; 256 for gate+up where that gives 8 rows and int8 x, docs/BENCHMARKS.md 18h; on a CPU device 8 x the subgroup size, with 8 rows)" }
-M.known.gemv_q_rows = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
+M.known.gemv_q_rows = { kind = "int", choices = { 0, 1, 2, 4, 8, 16, 32, 64 }, default = 0,
                         doc = "quantised GEMV: rows of W per workgroup (0: per matrix, the most of 8, 4, 2, 1 that leaves >= 768 workgroups and <= 3 units of 32 values per thread; 8 on a CPU device where gemv_q_wg is 0 too)" }
 M.known.gemv_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
                         doc = "float GEMVs (matmul/gemv.comp, fused/gemv_multi.comp): 16-byte chunks whose loads each thread issues before their arithmetic (0: 2); same sums for every value" }
