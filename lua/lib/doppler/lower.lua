@@ -275,7 +275,6 @@ local function a_defines(a, defs)
   if a.op == "glu_down" then defs[#defs + 1] = "DP_A_FIX64" end
   return defs
 end
-M.a_defines = a_defines
 
 R.add_rmsnorm = function(ctx, n)
   local a, b, w, sum = n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]
@@ -1165,8 +1164,8 @@ end
 -- gemv_q with DP_GLU for glu_linear and glu_down: gate and up in quantised blocks decoded in the kernel (both
 -- weights share type and layout), with prenorm (fusion norm_gate_up) the norm folded into the staging of x
 -- (pre_in: its nodes a, w2, sum, w1), with o.down (fusion glu_down) the down projection in the same dispatch
--- (gemv_q.comp's DP_DOWN: o.down = { w = D's f16 columns, y = the sum, z = the sum to zero }; o.wgs, o.rows its
--- geometry) instead of writing h to o.y.
+-- (gemv_q.comp's DP_DOWN: o.down = { w = D's columns, define = their format's (none: f16), y = the sum, z = the
+-- sum to zero }; o.wgs, o.rows its geometry) instead of writing h to o.y.
 local function emit_glu_q(ctx, n, o)
   local x, wg, wu, tg, tu, N, K, T = o.x, o.wg, o.wu, o.tg, o.tu, o.N, o.K, o.T
   local ldef = LAYOUT_DEFINE[M.layout_of(tg)]
@@ -1292,7 +1291,8 @@ end
 
 -- Whether fusions.lua's glu_down may fuse down (graph node wd, [K, N]) into the one-token glu_linear of wg, wu
 -- (N x K): hint glu_down (auto: not on a CPU device, where nothing waits on a dispatch), int64 atomics, the
--- activations f16 (D's columns are its f16 values, which precision=f32 must not round), gate and up decoded
+-- activations f16 (precision=f32 keeps the exact chain: D's f16 columns, where its blocks cannot be read by
+-- columns, would round its weights, and the sum's order changes the f32 roundings), gate and up decoded
 -- in their blocks (gemv_q) as the unfused pass would, D quantised or f16, the workgroups' rows dividing N
 -- in blocks of 8, and with prenorm (the glu took its norm: norm_gate_up) int8 x.
 function M.glu_down_ok(dev, env, wg, wu, wd, N, K, prenorm)
