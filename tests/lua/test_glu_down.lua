@@ -23,21 +23,12 @@ local doppler = require "doppler"
 local Graph = require "doppler.graph"
 local plan = require "doppler.plan"
 local hints = require "doppler.hints"
-local f32 = require "doppler.f32"
 local act = require "doppler.act"
 
 local dev = doppler.device()
 local K, N = 256, 512      -- hidden, intermediate
 
-local function weight(dtype, rows, cols, salt)
-  math.randomseed(29, salt)
-  local v = {}
-  for i = 1, rows * cols do v[i] = (2 * math.random() - 1) * math.sqrt(3 / cols) end
-  local bytes = doppler.quantize(dtype, f32.bytes(v), cols)
-  local t = dev:tensor { dtype = dtype, shape = { rows, cols } }
-  t:upload(bytes)
-  return t, f32.values(doppler.dequantize(dtype, bytes, rows * cols), rows * cols)
-end
+local function weight(dtype, rows, cols, salt) return check.quant_weight(dev, dtype, rows, cols, 29, salt) end
 
 local function vector(n, gen)
   local v = {}

@@ -21,20 +21,11 @@ local doppler = require "doppler"
 local Graph = require "doppler.graph"
 local plan = require "doppler.plan"
 local hints = require "doppler.hints"
-local f32 = require "doppler.f32"
 local act = require "doppler.act"
 
 local dev = doppler.device()
 
-local function weight(dtype, N, K, salt)
-  math.randomseed(17, salt)
-  local v = {}
-  for i = 1, N * K do v[i] = (2 * math.random() - 1) * math.sqrt(3 / K) end
-  local bytes = doppler.quantize(dtype, f32.bytes(v), K)
-  local t = dev:tensor { dtype = dtype, shape = { N, K } }
-  t:upload(bytes)
-  return t, f32.values(doppler.dequantize(dtype, bytes, N * K), N * K)
-end
+local function weight(dtype, rows, cols, salt) return check.quant_weight(dev, dtype, rows, cols, 17, salt) end
 
 local function vector(dtype, n, gen)
   local v = {}

@@ -143,6 +143,19 @@ end
 function M.join(ids) local t = {} for i, v in ipairs(ids) do t[i] = tostring(v) end return table.concat(t, ",") end
 
 -- Whether `list` holds `name` (e.g. a kernel name in a plan's kernel_log).
+-- A quantised weight [rows, cols] of seeded uniform values (variance 1 / cols) on device dev, uploaded row_wise:
+-- the tensor and the values as dequantised (what the kernels see). The seed is math.randomseed(seed, salt).
+function M.quant_weight(dev, dtype, rows, cols, seed, salt)
+  local f32 = require "doppler.f32"
+  math.randomseed(seed, salt)
+  local v = {}
+  for i = 1, rows * cols do v[i] = (2 * math.random() - 1) * math.sqrt(3 / cols) end
+  local bytes = doppler.quantize(dtype, f32.bytes(v), cols)
+  local t = dev:tensor { dtype = dtype, shape = { rows, cols } }
+  t:upload(bytes)
+  return t, f32.values(doppler.dequantize(dtype, bytes, rows * cols), rows * cols)
+end
+
 function M.has(list, name)
   for _, v in ipairs(list) do if v == name then return true end end
   return false
