@@ -6,7 +6,8 @@
 -- word (where the device has conditional rendering; test_kernels checks the blocks themselves) and indirect
 -- group counts that the advance zeroes; a chunk is one submit; and where a
 -- step ends with argmax_final (the fused LM head), the advance between two steps takes that stage over (one
--- dispatch less per step; the ids above are checked with it).
+-- dispatch less per step; the ids above are checked with it). Also with the fused MLP (hint glu_down) on the
+-- GGUF Q4_K_M fixtures.
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -151,6 +152,34 @@ for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
     end
   end)
   M.model:close()
+end
+
+-- The fused MLP (fusion glu_down, the H100's default for Q4_K_M files): the loop's chunk carries each layer's
+-- int64 sum and zeroes it for the next step (plan.lua), and must still give exactly the step-by-step ids.
+-- The GGUF Q4_K_M fixtures with hint glu_down=on (lavapipe's auto is off); the chunk's plan has DP_DOWN.
+for _, name in ipairs({ "gemma3-q", "llama-q" }) do
+  local path = check.fixtures .. "/gguf/" .. name .. "/model-Q4_K_M.gguf"
+  local m = doppler.open_model(path)
+  local recipe = recipes.for_model(m, path)
+  local h = hints.new()
+  h:set("glu_down", "on", "test")
+  local M = { s = session.open(recipe, m, { hints = h, context = 128 }), h = h, recipe = recipe, model = m }
+  check.case(name .. " Q4_K_M, glu_down=on: chunks of 16 and 5 give the step-by-step ids", function()
+    for _, st in ipairs({ SETTINGS[1], SETTINGS[2] }) do
+      local want, want_pos = run(M, 1, st.opts, 23)
+      for _, chunk in ipairs({ 16, 5 }) do
+        local got, pos = run(M, chunk, st.opts, 23)
+        check.eq(check.join(got), check.join(want), ("%s: ids in chunks of %d"):format(st.name, chunk))
+        check.eq(pos, want_pos, ("%s: position in chunks of %d"):format(st.name, chunk))
+        local fused = 0
+        for _, spec in ipairs(M.s.last_plan.kernel_specs) do
+          for _, d in ipairs(spec.defines or {}) do if d == "DP_DOWN" then fused = fused + 1 end end
+        end
+        check.truthy(fused > 0, ("%s: the chunk's plan runs the fused MLP (DP_DOWN)"):format(st.name))
+      end
+    end
+  end)
+  m:close()
 end
 
 check.done()
