@@ -53,11 +53,7 @@ local function steps(name, hint_list, first)
   return rows, names, names0, specs, groups
 end
 
-local function count(names, want)
-  local n = 0
-  for _, k in ipairs(names) do if k == want then n = n + 1 end end
-  return n
-end
+local count = check.count
 
 -- Logits of two plans of the same model, compared in precision=f32: the fused kernels keep every rounding
 -- point and rmsnorm's order, but a GPU compiler may contract a * b + c into an fma in one kernel and not in

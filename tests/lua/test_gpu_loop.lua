@@ -171,10 +171,7 @@ for _, name in ipairs({ "gemma3-q", "llama-q" }) do
         local got, pos = run(M, chunk, st.opts, 23)
         check.eq(check.join(got), check.join(want), ("%s: ids in chunks of %d"):format(st.name, chunk))
         check.eq(pos, want_pos, ("%s: position in chunks of %d"):format(st.name, chunk))
-        local fused = 0
-        for _, spec in ipairs(M.s.last_plan.kernel_specs) do
-          for _, d in ipairs(spec.defines or {}) do if d == "DP_DOWN" then fused = fused + 1 end end
-        end
+        local fused = check.define_count(M.s.last_plan.kernel_specs, nil, "DP_DOWN")
         check.truthy(fused > 0, ("%s: the chunk's plan runs the fused MLP (DP_DOWN)"):format(st.name))
       end
     end

@@ -142,7 +142,6 @@ end
 
 function M.join(ids) local t = {} for i, v in ipairs(ids) do t[i] = tostring(v) end return table.concat(t, ",") end
 
--- Whether `list` holds `name` (e.g. a kernel name in a plan's kernel_log).
 -- A quantised weight [rows, cols] of seeded uniform values (variance 1 / cols) on device dev, uploaded row_wise:
 -- the tensor and the values as dequantised (what the kernels see). The seed is math.randomseed(seed, salt).
 function M.quant_weight(dev, dtype, rows, cols, seed, salt)
@@ -156,9 +155,26 @@ function M.quant_weight(dev, dtype, rows, cols, seed, salt)
   return t, f32.values(doppler.dequantize(dtype, bytes, rows * cols), rows * cols)
 end
 
+-- Whether `list` holds `name` (e.g. a kernel name in a plan's kernel_log).
 function M.has(list, name)
   for _, v in ipairs(list) do if v == name then return true end end
   return false
+end
+
+-- How many entries of `list` equal `name` (e.g. dispatches of a kernel in a plan's kernel_log).
+function M.count(list, name)
+  local c = 0
+  for _, v in ipairs(list) do if v == name then c = c + 1 end end
+  return c
+end
+
+-- How many dispatches of a plan's kernel_specs (of shader `file`, or of any with file nil) were made with `define`.
+function M.define_count(specs, file, define)
+  local c = 0
+  for _, s in ipairs(specs) do
+    if file == nil or s.file == file then c = c + M.count(s.defines or {}, define) end
+  end
+  return c
 end
 
 return M
