@@ -23,7 +23,7 @@
 //   about UN * (4 * ROWS * NW + 4 * TT * XQ). The element path ignores UN.
 //   Shared memory: 4 * NACC * WG bytes with NACC = ROWS * TT (x2 with DP_GLU).
 // Defines: DP_ACT_F16, DP_W_F32 | DP_W_F16 | DP_W_BF16, DP_BIAS (default mode), DP_GLU.
-// DP_PRENORM=2 (default mode without DP_BIAS, TT = 1; fusion norm_qkv, lua/lib/doppler/fusions.lua): Gemma's
+// DP_PRENORM=2 (without DP_BIAS, TT = 1; fusion norm_qkv, with DP_GLU norm_gate_up, lua/lib/doppler/fusions.lua): Gemma's
 //   sandwich norm (norm_add_norm) that feeds the projections computed here, as gemv_q.comp's DP_PRENORM=2
 //   does it in its staging (read that header): x is the residual stream, ra the branch output, nw1 / nw2 the
 //   norm weights (DP_NW_F16 | DP_NW_BF16 | none: f32), r the new residual stream written by row block 0. The
@@ -31,6 +31,8 @@
 //   reads anyway, and the sums are scaled by 1 / rms(y) at the end (the sum of y^2 travels with the dot
 //   products' reduction). Llama's form (=1) is not taken here (fusions.lua, norm_qkv, says why).
 //   With DP_A_FIX64 ra is the fused MLP's fixed-point sum (dp_types.glsl), two values per 16-byte load.
+//   With DP_GLU (fusion norm_gate_up on float weights) the same for gate+up: both sums are scaled by
+//   1 / rms(y) before the activation.
 // DP_UNROLL marks the loops whose trip counts are spec constants: on a GPU unrolled at pipeline creation
 // (dp_common.glsl), their arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per
 // token, docs/BENCHMARKS.md 11h).
@@ -41,8 +43,8 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
 #ifdef DP_PRENORM
-#if defined(DP_GLU) || defined(DP_BIAS)
-#error "DP_PRENORM is for the q/k/v form without biases (the push block holds 128 bytes)"
+#ifdef DP_BIAS
+#error "DP_PRENORM takes no biases (the push block holds 128 bytes)"
 #endif
 #if DP_PRENORM != 2
 #error "gemv_multi takes DP_PRENORM=2 (norm_add_norm) only"
@@ -402,6 +404,10 @@ void main()
             g += red[((r * 2u) * TT + t) * WG + s];
             u += red[((r * 2u + 1u) * TT + t) * WG + s];
         }
+#ifdef DP_PRENORM
+        g *= inv2;                                 // the dot products with h = u / rms(y)
+        u *= inv2;
+#endif
         act_store(p.y, tok * p.N + n, dp_glu_act(g, p.kind) * u);
 #else
         float s = 0.0;

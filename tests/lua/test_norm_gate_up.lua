@@ -84,6 +84,15 @@ end
 
 local has = check.has
 
+local function float_weight(dtype, N, K, salt)
+  math.randomseed(19, salt)
+  local v = {}
+  for i = 1, N * K do v[i] = doppler.round_to(dtype, (2 * math.random() - 1) * math.sqrt(3 / K)) end
+  local t = dev:tensor { dtype = dtype, shape = { N, K } }
+  t:upload(v)
+  return t, v
+end
+
 local function setup(c)
   c.K, c.N, c.eps1, c.eps2 = c.K or 256, c.N or 64, 1e-6, c.gemma and 1e-6 or 1e-5
   c.offset = c.gemma and 1 or 0
@@ -94,8 +103,9 @@ local function setup(c)
   c.t.w1, c.v.w1 = vector(c.nw, c.K, function() return (2 * math.random() - 1) * 0.5 end)
   c.t.w2, c.v.w2 = vector(c.nw, c.K, function() return 0.5 + math.random() end)
   if c.NS then return end          -- q/k/v: check_qkv makes float weights
-  c.t.wg, c.v.wg = weight(c.dtype, c.N, c.K, 1)
-  c.t.wu, c.v.wu = weight(c.dtype, c.N, c.K, 2)
+  local make = (c.dtype == "f16" or c.dtype == "f32") and float_weight or weight
+  c.t.wg, c.v.wg = make(c.dtype, c.N, c.K, 1)
+  c.t.wu, c.v.wu = make(c.dtype, c.N, c.K, 2)
 end
 
 local function release(c)
@@ -158,7 +168,8 @@ local function check_case(c)
   setup(c)
   local got = run(c, true)
   check.truthy(not has(got.kernels, "add_rmsnorm") and not has(got.kernels, "norm_add_norm"), "the norm kernel is gone")
-  check.truthy(has(got.kernels, "gemv_q"), "gate+up ran on gemv_q")
+  local float = c.dtype == "f16" or c.dtype == "f32"
+  check.truthy(has(got.kernels, float and "gemv_multi" or "gemv_q"), "gate+up ran on " .. (float and "gemv_multi" or "gemv_q"))
   local plain = run(c, false)
   check.truthy(has(plain.kernels, c.gemma and "norm_add_norm" or "add_rmsnorm"), "fusion off: the norm kernel runs")
   local f = c.gemma and act.gelu_tanh or act.silu
@@ -171,7 +182,7 @@ local function check_case(c)
     for g0 = 1, c.K, 16 do
       local amax = 0
       for k = g0, g0 + 15 do amax = math.max(amax, math.abs(h[k])) end
-      for k = g0, g0 + 15 do hstep[k] = planes == 2 and amax / 64516 or amax / 254 end
+      for k = g0, g0 + 15 do hstep[k] = float and 0 or planes == 2 and amax / 64516 or amax / 254 end
     end
     for n = 0, c.N - 1 do
       local gx, tg = dot(c, c.v.wg, n, h, hstep, hulp)
@@ -200,6 +211,11 @@ local cases = {
     nw = "f32", T = 2, K = 512, gemma = true, hints = { gemv_q_x = "q8x2", gemv_q_wg = 128, gemv_q_rows = 4 } },
   { name = "Gemma form, q8_0, f16, 1 token, one int8 plane", dtype = "q8_0", act = "f16", nw = "f16", T = 1,
     gemma = true, hints = { gemv_q_x = "q8" } },
+  -- float gate+up (gemv_multi's DP_PRENORM=2): h is not quantised
+  { name = "Gemma form, f16 weights (gemv_multi), gelu_tanh, f16, norm weights f16, 1 token", dtype = "f16",
+    act = "f16", nw = "f16", T = 1, K = 1152, gemma = true, hints = {} },
+  { name = "Gemma form, f32 weights and activations (gemv_multi), 1 token", dtype = "f32", act = "f32", nw = "f32",
+    T = 1, gemma = true, hints = {} },
 }
 for _, c in ipairs(cases) do
   check.case(c.name .. ": y and r against the double-precision chain", function()
@@ -228,15 +244,6 @@ local function run_qkv(c, fused)
   for _, name in ipairs { "q", "k", "v" } do out[name] = p:output(name):download() end
   for i, k in ipairs(p.kernel_log) do out.kernels[i] = k:name() end
   return out
-end
-
-local function float_weight(dtype, N, K, salt)
-  math.randomseed(19, salt)
-  local v = {}
-  for i = 1, N * K do v[i] = doppler.round_to(dtype, (2 * math.random() - 1) * math.sqrt(3 / K)) end
-  local t = dev:tensor { dtype = dtype, shape = { N, K } }
-  t:upload(v)
-  return t, v
 end
 
 local function check_qkv(c)
@@ -291,10 +298,12 @@ for _, c in ipairs {
   end)
 end
 
-check.case("not fused where gate+up does not stage int8 x (gemv_q_x=act) or the pass is prefill-sized", function()
+check.case("not fused where gate+up does not stage int8 x (gemv_q_x=act), the pass is prefill-sized, or float weights have Llama's form or 2 tokens", function()
   for _, c in ipairs {
     { dtype = "q4_k", act = "f32", nw = "f32", T = 1, hints = { gemv_q_x = "act" } },
     { dtype = "q4_k", act = "f32", nw = "f32", T = 5, gemma = true },
+    { dtype = "f16", act = "f16", nw = "f32", T = 1, hints = {} },               -- float: Llama's form stays
+    { dtype = "f16", act = "f16", nw = "f32", T = 2, gemma = true, hints = {} }, -- float: one token only
   } do
     setup(c)
     local got = run(c, true)

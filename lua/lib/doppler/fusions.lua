@@ -455,7 +455,8 @@ end
 -- glu_linear(h), h the normed output of add_rmsnorm or norm_add_norm read by nothing else  ->  the glu_linear
 -- computes the norm itself while it stages x (gemv_q.comp, DP_PRENORM) and writes the residual stream y that
 -- the norm kernel wrote: one dependent dispatch less per layer. Decode-sized passes where the pair goes to
--- gemv_q with int8 x (lower.glu_prenorm_ok). Why: on the H100 a decode norm costs ~4-5 us as a dispatch of
+-- gemv_q with int8 x, and one-token passes of Gemma's form whose float gate+up goes to gemv_multi (its
+-- DP_PRENORM=2, as norm_qkv; lower.glu_prenorm_ok). Why: on the H100 a decode norm costs ~4-5 us as a dispatch of
 -- its own, most of it the ordering (docs/BENCHMARKS.md 29b). Unlike the other fusions this one changes
 -- roundings (h is not rounded to the activation type, the sums of squares run in another order).
 M.register {
@@ -467,8 +468,8 @@ M.register {
     if h.op ~= "add_rmsnorm" and h.op ~= "norm_add_norm" then return end
     local N, K = wg.shape[1], wg.shape[2]
     if type(N) ~= "number" or type(K) ~= "number" then return end
-    if not lower.glu_prenorm_ok(ctx.dev, ctx.env, wg, wu, N, K) then return end
     local x, a, w1, w2, sum, pre = prenorm_parts(h)
+    if not lower.glu_prenorm_ok(ctx.dev, ctx.env, wg, wu, N, K, pre.kind) then return end
     if not ctx.unread_between(sum, h, n) then return end
     n.attrs = { kind = n.attrs.kind, prenorm = pre }
     n.inputs = { x, wg, wu, a, w2, sum, w1 }

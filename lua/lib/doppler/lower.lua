@@ -1134,6 +1134,21 @@ end
 -- Fused projections (fusions.lua: gate_up, qkv): fused/gemv_multi.comp, the GEMV scheme of linear with
 -- several weights per pass. glu_linear: y = act(x·Wgᵀ) * (x·Wuᵀ); qkv_linear: two or three linears of one
 -- x, each into its own output (the node itself is the first; the others are fused_output nodes).
+-- Gemma's norm (norm_add_norm) computed by gemv_multi for the projections it feeds (fusions norm_qkv and, on
+-- float gate+up, norm_gate_up; gemv_multi.comp's DP_PRENORM=2): its defines and push fields. a is the branch
+-- output, w2 / w1 the norm weights, sum the residual stream the pass writes; pre the node's prenorm attributes.
+local function prenorm_multi(ctx, n, defs, push, pre, a, w2, sum, w1)
+  local nwd = NW_DEFINE[w2.etype]
+  if nwd == nil then Graph.fail("%s at %s: the norm weight %s has dtype %s", n.op, n.where, w2.attrs.name, tostring(w2.etype)) end
+  if pre.kind ~= 2 then Graph.fail("plan: %s at %s takes norm_add_norm's form only on gemv_multi", n.op, n.where) end
+  defs[#defs + 1] = "DP_PRENORM=2"
+  if nwd then defs[#defs + 1] = nwd end
+  a_defines(a, defs)
+  push.ra, push.nw2, push.r, push.nw1 = ctx.t(a), ctx.t(w2), ctx.t(sum), ctx.t(w1)
+  push.eps1, push.off1 = pre.eps1 or 0, pre.offset1 or 0
+  push.eps2, push.off2 = pre.eps, pre.offset or 0
+end
+
 local function gemv_multi(ctx, defs, rows_total, T, push)
   local tt = math.min(T, 4)
   local wg, rows = M.gemv_float_default(ctx)   -- not the gemv_wg / gemv_rows hints: the tuner times them alone
@@ -1216,8 +1231,10 @@ R.glu_linear = function(ctx, n)
   local tg, qdef, wtype = matrix_weight(ctx, wg, hints, mode)
   local tu = matrix_weight(ctx, wu, hints, mode)
   local kind = (n.attrs.kind == "silu") and 1 or 0
-  if n.attrs.prenorm and (not qdef or T > 4) then
-    Graph.fail("plan: norm_gate_up at %s needs the quantised gate+up GEMV (gemv_q) of a decode-sized pass", n.where)
+  local pre = n.attrs.prenorm
+  if pre and (T > 4 or (not qdef and (T ~= 1 or pre.kind ~= 2))) then
+    Graph.fail("plan: norm_gate_up at %s needs gemv_q of a decode-sized pass, or Gemma's form on gemv_multi " ..
+               "of a one-token pass", n.where)
   end
   if T > 4 and not gemm_cm_refusal(ctx, qdef, wtype, x, K, nil) and (hints.matmul or "auto") ~= "gemv" then
     -- prefill: both products on the matrix units, the activation in the epilogue (gemm_cm.comp, DP_GLU)
@@ -1228,15 +1245,17 @@ R.glu_linear = function(ctx, n)
     return
   end
   if not qdef then
-    gemv_multi(ctx, { "DP_GLU", ctx.weight_define(wtype, wg.attrs.name) }, N, T, {
-      x = ctx.t(x), wg = tg, wu = tu, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0, kind = kind,
-    })
+    local defs = { "DP_GLU", ctx.weight_define(wtype, wg.attrs.name) }
+    local push = { x = ctx.t(x), wg = tg, wu = tu, y = ctx.t(n), T = T, N = N, K = K, x_stride = x.row_stride or 0,
+                   kind = kind }
+    if pre then prenorm_multi(ctx, n, defs, push, pre, n.inputs[4], n.inputs[5], n.inputs[6], n.inputs[7]) end
+    gemv_multi(ctx, defs, N, T, push)
     return
   end
   -- Quantised blocks decoded in the kernel: gemv_q with DP_GLU (both weights share type and layout).
-  local pre_in = n.attrs.prenorm and { a = n.inputs[4], w2 = n.inputs[5], sum = n.inputs[6], w1 = n.inputs[7] }
+  local pre_in = pre and { a = n.inputs[4], w2 = n.inputs[5], sum = n.inputs[6], w1 = n.inputs[7] }
   emit_glu_q(ctx, n, { x = x, wg = wg, wu = wu, tg = tg, tu = tu, qdef = qdef, N = N, K = K, T = T, kind = kind,
-                       pre = n.attrs.prenorm, pre_in = pre_in, y = ctx.t(n) })
+                       pre = pre, pre_in = pre_in, y = ctx.t(n) })
 end
 
 -- Whether fusions.lua's norm_qkv may give a qkv_linear of weights ws (graph nodes, no biases) the norm that
@@ -1254,16 +1273,20 @@ function M.qkv_prenorm_ok(dev, env, ws)
   return true
 end
 
--- Whether fusions.lua's norm_gate_up may give a glu_linear of weights wg, wu (graph nodes) the norm that feeds
--- it: the pass is decode-sized and the pair goes to gemv_q with int8 x (R.glu_linear's choices for this
--- device and these hints), whose DP_PRENORM staging needs a subgroup of 8 or more.
-function M.glu_prenorm_ok(dev, env, wg, wu, N, K)
+-- Whether fusions.lua's norm_gate_up may give a glu_linear of weights wg, wu (graph nodes) the norm of form
+-- `kind` (1 add_rmsnorm, 2 norm_add_norm) that feeds it: on a subgroup of 8 or more (both kernels reduce
+-- per subgroup), a decode-sized pass whose pair goes (R.glu_linear's choices for this device and these hints)
+--   to gemv_q with int8 x (its DP_PRENORM staging), quantised weights, either form;
+--   to gemv_multi, float weights of one type, one token and Gemma's form (DP_PRENORM=2, as norm_qkv takes it:
+--   that rule says why not Llama's).
+function M.glu_prenorm_ok(dev, env, wg, wu, N, K, kind)
   if not (dev and env) or type(env.T) ~= "number" or env.T > 4 then return false end
-  if not Q_DEFINE[wg.dtype] or wg.dtype ~= wu.dtype or K % 16 ~= 0 then return false end
   if (dev:caps().subgroup_size or 0) < 8 then return false end
   local ctx = { dev = dev, env = env }
   local hints = env.hints and env.hints.values or {}
   if hints.matmul == "gemm" then return false end
+  if NW_DEFINE[wg.dtype] ~= nil then return env.T == 1 and kind == 2 and wg.dtype == wu.dtype end
+  if not Q_DEFINE[wg.dtype] or wg.dtype ~= wu.dtype or K % 16 ~= 0 then return false end
   if q_matmul_glu_mode(ctx, hints, { etype = wg.dtype }, { etype = wu.dtype }, env.T) ~= "fused" then return false end
   local tt = math.min(env.T, 4)
   local ok, wgs, rows = pcall(M.gemv_params, ctx, true, tt, N, K, 2)
@@ -1403,18 +1426,7 @@ R.qkv_linear = function(ctx, n)
   local defs = { ctx.weight_define(wtype, ws[1].attrs.name) }
   if bs then defs[#defs + 1] = "DP_BIAS" end
   local push = { x = ctx.t(x), T = T, K = K, x_stride = x.row_stride or 0 }
-  if pre then
-    -- fusion norm_qkv: the norm computed in the pass (gemv_multi.comp's DP_PRENORM)
-    local nwd = NW_DEFINE[pre.w2.etype]
-    if nwd == nil then Graph.fail("norm_qkv: the norm weight %s has dtype %s", pre.w2.attrs.name, tostring(pre.w2.etype)) end
-    if pre.kind ~= 2 then Graph.fail("plan: norm_qkv at %s takes norm_add_norm only", n.where) end
-    defs[#defs + 1] = "DP_PRENORM=2"
-    if nwd then defs[#defs + 1] = nwd end
-    a_defines(pre.a, defs)
-    push.ra, push.nw2, push.r, push.nw1 = ctx.t(pre.a), ctx.t(pre.w2), ctx.t(pre.sum), ctx.t(pre.w1)
-    push.eps1, push.off1 = pre.eps1 or 0, pre.offset1 or 0
-    push.eps2, push.off2 = pre.eps, pre.offset or 0
-  end
+  if pre then prenorm_multi(ctx, n, defs, push, pre, pre.a, pre.w2, pre.sum, pre.w1) end
   local total = 0
   for i = 1, 3 do
     local j = math.min(i, #outs)   -- a pair repeats its last member with N2 = 0 (never read)
