@@ -298,6 +298,22 @@ for _, c in ipairs {
   end)
 end
 
+check.case("hint gemv_multi_rows: the same bits for 1, 2, 4 and 8 rows per workgroup (float gate+up with its norm)", function()
+  local c = { dtype = "f16", act = "f16", nw = "f16", T = 1, K = 512, N = 40, gemma = true }
+  setup(c)
+  local ref
+  for _, rows in ipairs { 1, 2, 4, 8 } do
+    c.hints = { gemv_multi_rows = rows }
+    local got = run(c, true)
+    check.truthy(has(got.kernels, "gemv_multi") and not has(got.kernels, "norm_add_norm"), "fused on gemv_multi")
+    ref = ref or got
+    for _, name in ipairs { "y", "r" } do
+      for i = 1, #ref[name] do check.eq(got[name][i], ref[name][i], ("rows %d: %s[%d]"):format(rows, name, i - 1)) end
+    end
+  end
+  release(c)
+end)
+
 check.case("not fused where gate+up does not stage int8 x (gemv_q_x=act), the pass is prefill-sized, or float weights have Llama's form or 2 tokens", function()
   for _, c in ipairs {
     { dtype = "q4_k", act = "f32", nw = "f32", T = 1, hints = { gemv_q_x = "act" } },

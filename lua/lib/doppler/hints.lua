@@ -73,6 +73,8 @@ M.known.gemv_wg     = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, de
                         doc = "float GEMV (matmul/gemv.comp): workgroup size (0: 128; on a CPU device 8 x the subgroup size, with 8 rows, where gemv_rows is 0 too)" }
 M.known.gemv_rows   = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
                         doc = "float GEMV: rows of W per workgroup (0: 1 for a linear and 2 for the LM head on a GPU; 8 on a CPU device where gemv_wg is 0 too)" }
+M.known.gemv_multi_rows = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
+                        doc = "fused float GEMVs (fused/gemv_multi.comp: q/k/v, gate+up): rows per workgroup (0: 2 on a GPU; 8 on a CPU device); same sums for every value" }
 M.known.gemv_q_wg   = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, default = 0,
                         doc = "quantised GEMV (matmul/gemv_q.comp): workgroup size (0: 128; 256 for gate+up where that gives 8 rows and int8 x, docs/BENCHMARKS.md 18h; on a CPU device 8 x the subgroup size, with 8 rows)" }
 M.known.gemv_q_rows = { kind = "int", choices = { 0, 1, 2, 4, 8, 16, 32, 64 }, default = 0,

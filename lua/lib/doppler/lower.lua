@@ -1152,6 +1152,8 @@ end
 local function gemv_multi(ctx, defs, rows_total, T, push)
   local tt = math.min(T, 4)
   local wg, rows = M.gemv_float_default(ctx)   -- not the gemv_wg / gemv_rows hints: the tuner times them alone
+  local hints = ctx.env.hints and ctx.env.hints.values or {}
+  if (hints.gemv_multi_rows or 0) ~= 0 then rows = hints.gemv_multi_rows end
   local k = ctx.kernel("fused/gemv_multi.comp", ctx.defines(defs),
                        { WG = wg, ROWS = rows, TT = tt, UN = M.gemv_unroll(ctx, false, tt) })
   local nb = ceil_div(rows_total, rows)

@@ -37,10 +37,10 @@ local spec = {
     { "--hint", "KEY=VALUE", "a fixed hint for every measurement (not tuned)", repeat_ = true },
     { "--dry-run", nil, "measure and print, but do not write the cache" },
   },
-  epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_q_wg, gemv_q_rows, gemv_q_unroll, gemv_q_x, q_matmul,\n" ..
-           "q_matmul_head, q_matmul_glu, lm_head_groups, glu_down, glu_down_rows, attention_heads, attention_splits,\n" ..
-           "attention_min_chunk, attention_unroll, side_prefetch, prefetch_groups, decode_chunk (and q_layout for\n" ..
-           "quantised models: reloads the weights).",
+  epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_multi_rows, gemv_q_wg, gemv_q_rows, gemv_q_unroll,\n" ..
+           "gemv_q_x, q_matmul, q_matmul_head, q_matmul_glu, lm_head_groups, glu_down, glu_down_rows,\n" ..
+           "attention_heads, attention_splits, attention_min_chunk, attention_unroll, side_prefetch,\n" ..
+           "prefetch_groups, decode_chunk (and q_layout for quantised models: reloads the weights).",
 }
 
 -- name -> candidates (full, quick, or for(ctx): this model's); applies(ctx) says whether the knob matters for this model;
@@ -63,6 +63,9 @@ local KNOBS = {
   -- token) and its decode faster (p50 1.259-1.268 -> 1.240-1.241 ms, docs/BENCHMARKS.md 31c): wall clock there
   { "gemv_rows", full = { 1, 2, 4, 8 }, quick = { 2, 4 }, wall = function(c) return c.side_queue end },
   { "gemv_unroll", full = { 1, 2, 4 }, quick = { 1, 2 } },
+  -- gemv_multi's rows (q/k/v, float gate+up): on the H100 the built-in 2 was best or within 0.5 % on four
+  -- models (docs/BENCHMARKS.md 35c); wall clock where the side prefetcher runs, as gemv_rows
+  { "gemv_multi_rows", full = { 1, 2, 4 }, quick = { 2, 4 }, wall = function(c) return c.side_queue end },
   { "gemv_q_wg", full = { 64, 128, 256, 512 }, quick = { 128, 256 }, applies = function(c) return c.quantised end },
   { "gemv_q_rows", full = { 0, 1, 2, 4, 8 }, quick = { 0, 8 }, applies = function(c) return c.quantised end },
   { "gemv_q_unroll", full = { 1, 2, 4 }, quick = { 1, 2 }, applies = function(c) return c.quantised end },
