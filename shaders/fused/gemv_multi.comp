@@ -244,6 +244,24 @@ void pn_nw(NW_In w, uint k0, out float v[VW])
 }
 #endif
 
+#ifdef DP_PRENORM
+// a[k0 .. k0 + VW) of the vector path (a laid out as x: contiguous, 16-byte aligned; the fused MLP's
+// fixed-point sum two values per 16-byte load).
+void pn_a_chunk(uint64_t arow, uint k0, out float av[VW])
+{
+#ifdef DP_A_FIX64
+    AFix64x2In a2 = AFix64x2In(arow + uint64_t(k0) * 8ul);
+    DP_UNROLL for (uint e = 0u; e < VW / 2u; ++e) {
+        const i64vec2 q = a2.v[e];
+        av[2u * e] = a_fix(q.x);
+        av[2u * e + 1u] = a_fix(q.y);
+    }
+#else
+    x_unpack(x_fetch(arow, k0), av);
+#endif
+}
+#endif
+
 #ifndef DP_GLU
 // Row n of the joint row space -> which weight (0..2) and the row inside it.
 uint which(uint n, out uint local_row)
@@ -302,6 +320,23 @@ void main()
 #endif
     // The row addresses depend on the workgroup, so the test is per workgroup (still uniform within it).
     bool vec = (K % VW) == 0u && ((K * W_BYTES) & 15u) == 0u && aligned && x_vec_ok;
+    const uint chunks = K / VW;
+    // Issue the loads of UN chunks (c0, c0 + WG, ...) into raw and xq before using any.
+#define DP_LOAD_CHUNKS(C0) \
+    DP_UNROLL for (uint i = 0u; i < UN; ++i) { \
+        const uint c = (C0) + i * WG; \
+        if (c >= chunks) continue;          /* past the end: nothing loaded, nothing added */ \
+        DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) raw[i * ROWS * NW + r] = DP_RAW16_In(wrow[r]).v[c]; \
+        DP_UNROLL for (uint t = 0u; t < TT; ++t) xq[i * TT + t] = x_fetch(xrow[t], c * VW); \
+    }
+#if defined(DP_PRENORM) && !defined(DP_A_FIX64)
+    // With a an activation row (not the fused MLP's sum), the first chunks' weights are requested before the
+    // sum of a^2 and its barriers, so that their latency overlaps that reduction instead of following it (the
+    // loop below then loads from its second batch on), and that sum reads a by 16-byte chunks. On the H100
+    // (docs/BENCHMARKS.md 35d) Gemma 3 1B F16 decode 1.01x; with the fixed-point sum as a (Gemma's Q4_K_M
+    // q/k/v) the same made that decode 0.97x, so it keeps the element loads after the reduction.
+#define DP_PN_EARLY
+#endif
 #ifdef DP_PRENORM
     // a is read as x is: 16-byte chunks on the vector path
     vec = vec && (uint64_t(p.ra) & 15ul) == 0ul;
@@ -309,25 +344,38 @@ void main()
     const uint64_t arow = uint64_t(p.ra);
     const bool writer = block == 0u;
     float inv1, pss = 0.0;
+#ifdef DP_PN_EARLY
+    uvec4 raw[UN * ROWS * NW];
+    xchunk xq[UN * TT];
+    if (vec) { DP_LOAD_CHUNKS(tid) }
+#endif
     {
         float ss = 0.0;
-        for (uint k = tid; k < K; k += WG) { const float v = a_load(A_In(arow), k); ss += v * v; }
+#ifdef DP_PN_EARLY
+        if (vec) {
+            for (uint c = tid; c < chunks; c += WG) {
+                float av[VW];
+                pn_a_chunk(arow, c * VW, av);
+                DP_UNROLL for (uint e = 0u; e < VW; ++e) ss += av[e] * av[e];
+            }
+        } else
+#endif
+        {
+            for (uint k = tid; k < K; k += WG) { const float v = a_load(A_In(arow), k); ss += v * v; }
+        }
         inv1 = inversesqrt(pn_workgroup_sum(ss) / float(K) + p.eps1);
     }
 #endif
 
     if (vec) {
-        const uint chunks = K / VW;
         for (uint c0 = tid; c0 < chunks; c0 += UN * WG) {
-            // Issue the loads of UN chunks before using any ...
+#ifdef DP_PN_EARLY
+            if (c0 != tid) { DP_LOAD_CHUNKS(c0) }
+#else
             uvec4 raw[UN * ROWS * NW];
             xchunk xq[UN * TT];
-            DP_UNROLL for (uint i = 0u; i < UN; ++i) {
-                const uint c = c0 + i * WG;
-                if (c >= chunks) continue;          // past the end: nothing loaded, nothing added
-                DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) raw[i * ROWS * NW + r] = DP_RAW16_In(wrow[r]).v[c];
-                DP_UNROLL for (uint t = 0u; t < TT; ++t) xq[i * TT + t] = x_fetch(xrow[t], c * VW);
-            }
+            DP_LOAD_CHUNKS(c0)
+#endif
             // ... then consume them in the order of UN = 1 (chunk by chunk), so every UN sums alike.
             DP_UNROLL for (uint i = 0u; i < UN; ++i) {
                 if (c0 + i * WG >= chunks) continue;
@@ -338,16 +386,7 @@ void main()
                     {
                         const uint k0 = (c0 + i * WG) * VW;
                         float av[VW], g1[VW], g2[VW];
-#ifdef DP_A_FIX64
-                        AFix64x2In a2 = AFix64x2In(arow + uint64_t(k0) * 8ul);
-                        DP_UNROLL for (uint e = 0u; e < VW / 2u; ++e) {
-                            const i64vec2 q = a2.v[e];
-                            av[2u * e] = a_fix(q.x);
-                            av[2u * e + 1u] = a_fix(q.y);
-                        }
-#else
-                        x_unpack(x_fetch(arow, k0), av);          // a: laid out as x (contiguous, aligned)
-#endif
+                        pn_a_chunk(arow, k0, av);
                         pn_nw(p.nw2, k0, g2);
                         pn_nw(p.nw1, k0, g1);
                         DP_UNROLL for (uint e = 0u; e < VW; ++e)
@@ -364,6 +403,7 @@ void main()
                 }
             }
         }
+#undef DP_LOAD_CHUNKS
     } else {
         for (uint k = tid; k < K; k += WG) {
             float wv[ROWS * NW];
