@@ -64,6 +64,15 @@
 #endif
 #endif
 
+#if defined(DP_PRENORM) && !defined(DP_A_FIX64)
+// With a an activation row (not the fused MLP's sum), the first chunks' weights are requested before the
+// sum of a^2 and its barriers, so that their latency overlaps that reduction instead of following it (the
+// loop below then loads from its second batch on), and that sum reads a by 16-byte chunks. On the H100
+// (docs/BENCHMARKS.md 35d) Gemma 3 1B F16 decode 1.01x; with the fixed-point sum as a (Gemma's Q4_K_M
+// q/k/v) the same made that decode 0.97x, so it keeps the element loads after the reduction.
+#define DP_PN_EARLY
+#endif
+
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG   = 128;
 layout(constant_id = 1) const uint ROWS = 2;
@@ -244,22 +253,9 @@ void pn_nw(NW_In w, uint k0, out float v[VW])
 }
 #endif
 
-#ifdef DP_PRENORM
-// a[k0 .. k0 + VW) of the vector path (a laid out as x: contiguous, 16-byte aligned; the fused MLP's
-// fixed-point sum two values per 16-byte load).
-void pn_a_chunk(uint64_t arow, uint k0, out float av[VW])
-{
-#ifdef DP_A_FIX64
-    AFix64x2In a2 = AFix64x2In(arow + uint64_t(k0) * 8ul);
-    DP_UNROLL for (uint e = 0u; e < VW / 2u; ++e) {
-        const i64vec2 q = a2.v[e];
-        av[2u * e] = a_fix(q.x);
-        av[2u * e + 1u] = a_fix(q.y);
-    }
-#else
-    x_unpack(x_fetch(arow, k0), av);
-#endif
-}
+#ifdef DP_PN_EARLY
+// a[k0 .. k0 + VW) of an activation row (laid out as x: contiguous, 16-byte aligned on the vector path).
+void pn_a_chunk(uint64_t arow, uint k0, out float av[VW]) { x_unpack(x_fetch(arow, k0), av); }
 #endif
 
 #ifndef DP_GLU
@@ -320,7 +316,6 @@ void main()
 #endif
     // The row addresses depend on the workgroup, so the test is per workgroup (still uniform within it).
     bool vec = (K % VW) == 0u && ((K * W_BYTES) & 15u) == 0u && aligned && x_vec_ok;
-    const uint chunks = K / VW;
     // Issue the loads of UN chunks (c0, c0 + WG, ...) into raw and xq before using any.
 #define DP_LOAD_CHUNKS(C0) \
     DP_UNROLL for (uint i = 0u; i < UN; ++i) { \
@@ -329,14 +324,6 @@ void main()
         DP_UNROLL for (uint r = 0u; r < ROWS * NW; ++r) raw[i * ROWS * NW + r] = DP_RAW16_In(wrow[r]).v[c]; \
         DP_UNROLL for (uint t = 0u; t < TT; ++t) xq[i * TT + t] = x_fetch(xrow[t], c * VW); \
     }
-#if defined(DP_PRENORM) && !defined(DP_A_FIX64)
-    // With a an activation row (not the fused MLP's sum), the first chunks' weights are requested before the
-    // sum of a^2 and its barriers, so that their latency overlaps that reduction instead of following it (the
-    // loop below then loads from its second batch on), and that sum reads a by 16-byte chunks. On the H100
-    // (docs/BENCHMARKS.md 35d) Gemma 3 1B F16 decode 1.01x; with the fixed-point sum as a (Gemma's Q4_K_M
-    // q/k/v) the same made that decode 0.97x, so it keeps the element loads after the reduction.
-#define DP_PN_EARLY
-#endif
 #ifdef DP_PRENORM
     // a is read as x is: 16-byte chunks on the vector path
     vec = vec && (uint64_t(p.ra) & 15ul) == 0ul;
@@ -345,6 +332,7 @@ void main()
     const bool writer = block == 0u;
     float inv1, pss = 0.0;
 #ifdef DP_PN_EARLY
+    const uint chunks = K / VW;
     uvec4 raw[UN * ROWS * NW];
     xchunk xq[UN * TT];
     if (vec) { DP_LOAD_CHUNKS(tid) }
@@ -368,6 +356,9 @@ void main()
 #endif
 
     if (vec) {
+#ifndef DP_PN_EARLY
+        const uint chunks = K / VW;
+#endif
         for (uint c0 = tid; c0 < chunks; c0 += UN * WG) {
 #ifdef DP_PN_EARLY
             if (c0 != tid) { DP_LOAD_CHUNKS(c0) }
@@ -386,7 +377,16 @@ void main()
                     {
                         const uint k0 = (c0 + i * WG) * VW;
                         float av[VW], g1[VW], g2[VW];
+#ifdef DP_A_FIX64
+                        AFix64x2In a2 = AFix64x2In(arow + uint64_t(k0) * 8ul);
+                        DP_UNROLL for (uint e = 0u; e < VW / 2u; ++e) {
+                            const i64vec2 q = a2.v[e];
+                            av[2u * e] = a_fix(q.x);
+                            av[2u * e + 1u] = a_fix(q.y);
+                        }
+#else
                         pn_a_chunk(arow, k0, av);
+#endif
                         pn_nw(p.nw2, k0, g2);
                         pn_nw(p.nw1, k0, g1);
                         DP_UNROLL for (uint e = 0u; e < VW; ++e)
