@@ -11,7 +11,8 @@
 --   h, down: one of split's two dispatches per layer alone (down reads the h left by the last h run).
 -- Both give the same bits (the atomics add integers), and with --check (the default for --shape tiny) a CPU
 -- reference is compared. Each mode prints one JSON line: µs per layer over --tokens tokens per submit.
--- Weights: 4-bit codes, one f32 scale per 32 (gate, up) or per column of 32 (down: a * q - b), made on the GPU.
+-- Weights: 4-bit codes, one f32 scale per 32 (gate, up) or per column of 32 (down: a * q - b), made on the GPU;
+-- --gate f16 holds gate and up as a float model does (f16 rows), --down f16 down's columns as f16.
 local doppler = require "doppler"
 local cli = require "doppler.cli"
 local json = require "doppler.json"
@@ -32,6 +33,8 @@ local spec = {
     { "--modes", "LIST", "split, fused, fused_nopref, fused_tail, h, down",
       default = "split,fused,fused_nopref,fused_tail" },
     { "--down", "TYPE", "down's columns: q4 (4-bit, a scale pair per 32) or f16", default = "q4" },
+    { "--gate", "TYPE", "gate and up: q4 (4-bit, a scale per 32) or f16 (rows of a float model)", default = "q4" },
+    { "--gu", "N", "--gate f16: 16-byte chunks of each row a lane requests at once", type = "int", default = 2, min = 1 },
     { "--r", "N", "rows of h per workgroup (a multiple of 32; of 8 with --down f16)", type = "int", default = 32, min = 8 },
     { "--wg", "N", "workgroup size (R x lanes per row)", type = "int", default = 256, min = 32 },
     { "--tokens", "N", "tokens per submit", type = "int", default = 16, min = 1 },
@@ -50,11 +53,11 @@ end
 local function f32(v) return (string.unpack("<f", string.pack("<f", v))) end
 
 -- The planes of one layer's weights (byte offsets), as the shader's header lays them out.
-local function layout(s, df16)
+local function layout(s, df16, gf16)
   local nb, o, off = s.K // 32, {}, 0
   local function plane(name, bytes) o[name] = off; off = off + (bytes + 255) // 256 * 256 end
-  plane("gc", s.I * nb * 16); plane("uc", s.I * nb * 16)
-  plane("gs", s.I * nb * 4); plane("us", s.I * nb * 4)
+  plane("gc", gf16 and s.I * s.K * 2 or s.I * nb * 16); plane("uc", gf16 and s.I * s.K * 2 or s.I * nb * 16)
+  plane("gs", gf16 and 0 or s.I * nb * 4); plane("us", gf16 and 0 or s.I * nb * 4)
   plane("dc", (s.I // 32) * s.K * (df16 and 64 or 16)); plane("ds", df16 and 0 or (s.I // 32) * s.K * 8)   -- same bytes for f16 blocks of 8
   o.bytes = off
   return o
@@ -67,7 +70,13 @@ local function f16(bits)
   return sign * (1 + m / 1024) * 2.0 ^ (e - 15)
 end
 
-local function reference(s, lay, x, df16)
+-- f16 value e of the half pairs the shader's fill kind 3 makes from the words at byte offset off
+local function f16_fill(off, e)
+  local wd = hash(off // 4 + e // 2)
+  return f16(((e % 2 == 0) and wd or (wd >> 16)) & 0x83FF | 0x3800)
+end
+
+local function reference(s, lay, x, df16, gf16)
   local nb = s.K // 32
   local function code(off, idx) return (hash(off // 4 + idx // 8) >> (4 * (idx % 8))) & 15 end
   local function bscale(off, i) return f32((0.75 + (hash(off // 4 + i) & 255) / 512) * 0.25 / f32(math.sqrt(s.K))) end
@@ -76,7 +85,14 @@ local function reference(s, lay, x, df16)
     local h = {}
     for i = 0, s.I - 1 do
       local gsum, usum = 0, 0
-      for b = 0, nb - 1 do
+      if gf16 then
+        for k = 0, s.K - 1 do
+          gsum = gsum + f16_fill(base + lay.gc, i * s.K + k) * x[k + 1]
+          usum = usum + f16_fill(base + lay.uc, i * s.K + k) * x[k + 1]
+        end
+        gsum, usum = gsum / math.sqrt(s.K), usum / math.sqrt(s.K)
+      end
+      for b = 0, gf16 and -1 or nb - 1 do
         local gd, ud = 0, 0
         for e = 0, 31 do
           local k = b * 32 + e
@@ -94,11 +110,7 @@ local function reference(s, lay, x, df16)
       for kb = 0, s.I // (df16 and 8 or 32) - 1 do
         local at = kb * s.K + n
         if df16 then
-          for e = 0, 7 do
-            local wd = hash((base + lay.dc) // 4 + at * 4 + e // 2)
-            wd = ((e % 2 == 0) and wd or (wd >> 16)) & 0x83FF | 0x3800
-            acc = acc + f16(wd) * h[kb * 8 + e] / math.sqrt(s.I)
-          end
+          for e = 0, 7 do acc = acc + f16_fill(base + lay.dc, at * 8 + e) * h[kb * 8 + e] / math.sqrt(s.I) end
         else
           local a = f32((0.75 + (hash((base + lay.ds) // 4 + 2 * at) & 255) / 512) * 0.25 / f32(math.sqrt(s.I)))
           for e = 0, 31 do acc = acc + (a * code(base + lay.dc, at * 32 + e) - 8 * a) * h[kb * 32 + e] end
@@ -131,13 +143,16 @@ local function main(argv)
   local check = o.check or o.shape == "tiny"
   if o.down ~= "q4" and o.down ~= "f16" then error(("--down: '%s' is not q4 or f16"):format(o.down), 0) end
   local df16 = o.down == "f16"
+  if o.gate ~= "q4" and o.gate ~= "f16" then error(("--gate: '%s' is not q4 or f16"):format(o.gate), 0) end
+  local gf16 = o.gate == "f16"
   local function kern(mode, pref, tail)
     return dev:kernel { file = FILE, constants = { WG = o.wg, K = s.K, R = o.r, MODE = mode, PREF = pref,
-                                                   TAIL = tail or 0, DF16 = df16 and 1 or 0 } }
+                                                   TAIL = tail or 0, DF16 = df16 and 1 or 0,
+                                                   GF16 = gf16 and 1 or 0, GU = o.gu } }
   end
   local k = { init = kern(3, 0), zero = kern(4, 0), fused = kern(0, 1), fused_nopref = kern(0, 0),
               fused_tail = kern(0, 1, 1), h = kern(1, 0), down = kern(2, 0) }
-  local lay = layout(s, df16)
+  local lay = layout(s, df16, gf16)
   local ws = {}
   local init = dev:recorder()
   for l = 0, s.layers - 1 do
@@ -147,8 +162,8 @@ local function main(argv)
         x_in = ws[l], y_out = ws[l], h = ws[l], xf_in = ws[l], yf = ws[l], ctr = ws[l],
         gc = 0, uc = 0, gs = 0, us = 0, dc = 0, ds = 0, I = s.I })
     end
-    fill(lay.gc, 2 * s.I * (s.K // 32) * 16, 0)
-    fill(lay.gs, 2 * s.I * (s.K // 32) * 4, 1)
+    if gf16 then fill(lay.gc, 2 * s.I * s.K * 2, 3)
+    else fill(lay.gc, 2 * s.I * (s.K // 32) * 16, 0); fill(lay.gs, 2 * s.I * (s.K // 32) * 4, 1) end
     if df16 then fill(lay.dc, (s.I // 32) * s.K * 64, 3)
     else fill(lay.dc, (s.I // 32) * s.K * 16, 0); fill(lay.ds, (s.I // 32) * s.K * 8, 2) end
   end
@@ -219,9 +234,10 @@ local function main(argv)
     end
     local partial = mode == "h" or mode == "down"
     local st = rec:stats()
-    local hb, db = 2 * s.I * (s.K // 32) * 20, (s.I // 32) * s.K * (df16 and 64 or 24)
+    local hb, db = 2 * s.I * (gf16 and 2 * s.K or (s.K // 32) * 20), (s.I // 32) * s.K * (df16 and 64 or 24)
     local bytes = s.layers * ((mode == "down" and 0 or hb) + (mode == "h" and 0 or db))
-    local row = { probe = "glu_down", mode = mode, shape = o.shape, down = o.down, r = o.r, wg = o.wg, layers = s.layers,
+    local row = { probe = "glu_down", mode = mode, shape = o.shape, down = o.down, gate = o.gate, gu = o.gu, r = o.r,
+      wg = o.wg, layers = s.layers,
       tokens = o.tokens, runs = o.runs, us_per_layer = sec * 1e6 / (o.tokens * s.layers),
       gb_s = bytes * o.tokens / sec / 1e9, dispatches = st.dispatches, barriers = st.barriers,
       device = caps.name, driver = caps.driver, label = o.label }
@@ -230,7 +246,7 @@ local function main(argv)
       first_y = first_y or y
     end
     if check and not partial then
-      local ref = reference(s, lay, xv, df16)
+      local ref = reference(s, lay, xv, df16, gf16)
       local worst = 0
       for i = 1, s.K do
         local got = string.unpack("<f", y, 4 * i - 3)

@@ -10,6 +10,9 @@
 // not depend on the order the workgroups add in: the fused and the two-dispatch modes give the same bits.
 // The next layer reads y as its x (int64 / 2^32), as a model's next kernel would.
 // Gate and up: 4-bit codes with one f32 scale per 32-block (value s * (q - 8)), rows in planes (codes, scales).
+// GF16 = 1: gate and up as a float model holds them, f16 rows of K ([I][K], planes gc and uc; gs, us unused);
+//   a lane requests GU 16-byte chunks (8 values) of each row before using any, and the dot products are
+//   scaled by 1 / sqrt(K) (the values are 0.5 .. 1 in magnitude).
 //
 // TAIL = 1 (fused only): the last workgroup to finish (a counter) reads y back with atomic exchanges that
 //   also zero it, and writes it as f32 to yf, which the next layer reads: the cost of handing an ordinary f32
@@ -37,6 +40,8 @@ layout(constant_id = 3) const uint MODE = 0;
 layout(constant_id = 4) const uint PREF = 1;
 layout(constant_id = 5) const uint TAIL = 0;   // 1: the last workgroup converts y to f32 (yf) and zeroes y
 layout(constant_id = 6) const uint DF16 = 0;   // 1: D's columns in f16 (8 per (block, output)), scaled 1/sqrt(I)
+layout(constant_id = 7) const uint GF16 = 0;   // 1: gate and up as f16 rows (a float model's), scaled 1/sqrt(K)
+layout(constant_id = 8) const uint GU = 2;     // GF16: 16-byte chunks of each row a lane requests at once
 
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer I64In { int64_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer V2In { vec2 v[]; };
@@ -126,6 +131,37 @@ void phase1(uint g)
     }
     barrier();
     const uint r = t / TPR, j = t % TPR, row = g * R + r;
+    if (GF16 != 0u) {
+        // chunk c of a row holds x[8c .. 8c + 8): xs vec4s (c / 4) * 9 + 2 (c % 4) and the one after
+        V4In gr = V4In(uint64_t(p.w) + p.gc + uint64_t(row) * K * 2ul);
+        V4In ur = V4In(uint64_t(p.w) + p.uc + uint64_t(row) * K * 2ul);
+        float ga = 0.0, ua = 0.0;
+        for (uint c0 = j; c0 < K / 8u; c0 += GU * TPR) {
+            uvec4 wg[GU], wu[GU];
+            [[unroll]] for (uint i = 0u; i < GU; i++) {
+                const uint c = min(c0 + i * TPR, K / 8u - 1u);
+                wg[i] = gr.v[c]; wu[i] = ur.v[c];
+            }
+            [[unroll]] for (uint i = 0u; i < GU; i++) {
+                const uint c = c0 + i * TPR;
+                if (c >= K / 8u) break;
+                const vec4 x0 = xs[(c / 4u) * 9u + 2u * (c % 4u)], x1 = xs[(c / 4u) * 9u + 2u * (c % 4u) + 1u];
+                const float xe[8] = float[8](x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w);
+                [[unroll]] for (uint wd = 0u; wd < 4u; wd++) {
+                    const vec2 a = unpackHalf2x16(wg[i][wd]), b = unpackHalf2x16(wu[i][wd]);
+                    ga += a.x * xe[2u * wd] + a.y * xe[2u * wd + 1u];
+                    ua += b.x * xe[2u * wd] + b.y * xe[2u * wd + 1u];
+                }
+            }
+        }
+        [[unroll]] for (uint off = TPR / 2u; off > 0u; off >>= 1) {
+            ga += subgroupShuffleXor(ga, off);
+            ua += subgroupShuffleXor(ua, off);
+        }
+        ga *= inversesqrt(float(K)); ua *= inversesqrt(float(K));
+        if (j == 0u) hs[r] = ga / (1.0 + exp(-ga)) * ua;
+        return;
+    }
     V4In gc = V4In(uint64_t(p.w) + p.gc + uint64_t(row) * NB * 16ul);
     V4In uc = V4In(uint64_t(p.w) + p.uc + uint64_t(row) * NB * 16ul);
     F32In gsc = F32In(uint64_t(p.w) + p.gs + uint64_t(row) * NB * 4ul);

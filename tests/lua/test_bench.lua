@@ -248,14 +248,20 @@ end)
 check.case("glu_down.lua: a chain of MLPs as two dispatches per layer and as one fused dispatch, against a CPU reference", function()
   -- tiny: 2 layers, x of 64, h of 64. The script fails when a mode's y is not the first mode's bits or is off
   -- the CPU reference; 8 rows per workgroup (f16 columns) make 8 workgroups add into y, in whatever order.
-  for _, c in ipairs({ { "q4", "32", "256" }, { "q4", "64", "512" }, { "f16", "8", "64" }, { "f16", "16", "128" } }) do
+  -- --gate f16: gate and up as f16 rows (a float model's), 1, 2 or 3 chunks per lane in flight
+  for _, c in ipairs({ { "q4", "32", "256" }, { "q4", "64", "512" }, { "f16", "8", "64" }, { "f16", "16", "128" },
+                       { "f16", "8", "64", "f16", "2" }, { "q4", "32", "256", "f16", "3" },
+                       { "f16", "16", "128", "f16", "1" } }) do
+    local gate = c[4] or "q4"
     local rows = bench("glu_down", { "--shape", "tiny", "--down", c[1], "--r", c[2], "--wg", c[3], "--tokens", "3",
-                                    "--runs", "1", "--modes", "split,fused,fused_nopref,fused_tail,h,down" })
+                                    "--runs", "1", "--modes", "split,fused,fused_nopref,fused_tail,h,down",
+                                    "--gate", gate, "--gu", c[5] or "2" })
     check.eq(#rows, 6, "six modes")
     for i, mode in ipairs({ "split", "fused", "fused_nopref", "fused_tail", "h", "down" }) do
       local r = rows[i]
       check.eq(r.mode, mode, "mode")
       check.eq(r.down, c[1], "down")
+      check.eq(r.gate, gate, "gate")
       positive(r, "us_per_layer")
       if i <= 4 then
         check.truthy(r.same_bits, mode .. ": the same bits as split")
@@ -278,6 +284,8 @@ check.case("glu_down.lua: a chain of MLPs as two dispatches per layer and as one
   check.truthy(not ok and e:match("power of two"), "bad workgroup: " .. e)
   ok, _, e = check.run({ "recipes/bench/glu_down.lua", "--shape", "tiny", "--down", "q8" })
   check.truthy(not ok and e:match("not q4 or f16"), "bad down type: " .. e)
+  ok, _, e = check.run({ "recipes/bench/glu_down.lua", "--shape", "tiny", "--gate", "bf16" })
+  check.truthy(not ok and e:match("--gate: 'bf16' is not q4 or f16"), "bad gate type: " .. e)
 end)
 
 check.case("--profile: GPU time per kernel per token, submits, readback, device memory", function()
