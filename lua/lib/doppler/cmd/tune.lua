@@ -65,7 +65,7 @@ local KNOBS = {
   { "gemv_unroll", full = { 1, 2, 4 }, quick = { 1, 2 } },
   -- gemv_multi's rows (q/k/v, float gate+up): on the H100 the built-in 2 was best or within 0.5 % on four
   -- models (docs/BENCHMARKS.md 35c); wall clock where the side prefetcher runs, as gemv_rows
-  { "gemv_multi_rows", full = { 1, 2, 4 }, quick = { 2, 4 }, wall = function(c) return c.side_queue end },
+  { "gemv_multi_rows", full = { 1, 2, 4, 8 }, quick = { 2, 4 }, wall = function(c) return c.side_queue end },
   { "gemv_q_wg", full = { 64, 128, 256, 512 }, quick = { 128, 256 }, applies = function(c) return c.quantised end },
   { "gemv_q_rows", full = { 0, 1, 2, 4, 8 }, quick = { 0, 8 }, applies = function(c) return c.quantised end },
   { "gemv_q_unroll", full = { 1, 2, 4 }, quick = { 1, 2 }, applies = function(c) return c.quantised end },
