@@ -49,19 +49,6 @@
 #if DP_PRENORM != 2
 #error "gemv_multi takes DP_PRENORM=2 (norm_add_norm) only"
 #endif
-#if defined(DP_NW_F16)
-#define NW_In F16In
-#define NW_BYTES 2u
-#define nw_load(q, i) float((q).v[(i)])
-#elif defined(DP_NW_BF16)
-#define NW_In BF16In
-#define NW_BYTES 2u
-#define nw_load(q, i) dp_bf16_to_f32((q).v[(i)])
-#else
-#define NW_In F32In
-#define NW_BYTES 4u
-#define nw_load(q, i) ((q).v[(i)])
-#endif
 #endif
 
 #if defined(DP_PRENORM) && !defined(DP_A_FIX64)
@@ -85,6 +72,16 @@ layout(constant_id = 3) const uint UN   = 1;
 #define NW 1u
 #endif
 #define NACC (ROWS * TT * NW)
+
+#ifdef DP_W_F32
+#define VW 4u      // weights per 16-byte load
+#else
+#define VW 8u
+#endif
+
+#ifdef DP_PRENORM
+#include "dp_prenorm.glsl"
+#endif
 
 layout(push_constant) uniform Push {
     ACT_In  x;
@@ -130,11 +127,6 @@ layout(push_constant) uniform Push {
 #endif
 } p;
 
-#ifdef DP_W_F32
-#define VW 4u      // weights per 16-byte load
-#else
-#define VW 8u
-#endif
 
 // Partial sums of each subgroup: [NACC][WG] (WG bounds the number of subgroups for any subgroup size).
 shared float red[NACC * WG];
@@ -198,20 +190,6 @@ void x_unpack(xchunk c, inout float v[VW])
 }
 
 #ifdef DP_PRENORM
-shared float pn_ss[WG / 8u];             // per subgroup (size >= 8): the sum of a^2, then of y^2
-
-// The workgroup's sum of every thread's v (a barrier inside; pn_ss is free again when it returns).
-float pn_workgroup_sum(float v)
-{
-    const float s = subgroupAdd(v);
-    if (subgroupElect()) pn_ss[gl_SubgroupID] = s;
-    barrier();
-    float t = 0.0;
-    for (uint g = 0u; g < gl_NumSubgroups; ++g) t += pn_ss[g];
-    barrier();
-    return t;
-}
-
 // Element k of the GEMV's input before the scale 1 / rms(y): u = y * (off2 + w2) with y = x + rmsnorm(a; w1),
 // rounded as the unfused kernels store them; y is stored by the writer and added to ss.
 float pn_u(float xk, float ak, float w1, float w2, uint k, float inv1, bool writer, inout float ss)
@@ -221,35 +199,6 @@ float pn_u(float xk, float ak, float w1, float w2, uint k, float inv1, bool writ
     if (writer) act_store(p.r, k, y);
     ss += y * y;
     return y * (p.off2 + w2);
-}
-
-// The norm weight's values k0 .. k0 + VW: 16-byte loads where the chunk allows them. Why vector loads: a
-// thread's chunk is VW consecutive values, so element loads would put each lane of a warp on another sector
-// per instruction (gemv_q.comp's staging spent ~7 us more per call that way, docs/BENCHMARKS.md 29d).
-void pn_nw(NW_In w, uint k0, out float v[VW])
-{
-    const uint64_t a = uint64_t(w) + uint64_t(k0) * NW_BYTES;
-    if ((VW * NW_BYTES) % 16u == 0u && (a & 15ul) == 0ul) {
-        DP_UNROLL for (uint q = 0u; q < VW * NW_BYTES / 16u; ++q) {
-            const uvec4 u = DP_RAW16_In(a).v[q];
-#if defined(DP_NW_F16) || defined(DP_NW_BF16)
-            const uint wd[4] = uint[4](u.x, u.y, u.z, u.w);
-            DP_UNROLL for (uint j = 0u; j < 4u; ++j) {
-#ifdef DP_NW_F16
-                const vec2 h = unpackHalf2x16(wd[j]);
-#else
-                const vec2 h = vec2(uintBitsToFloat(wd[j] << 16), uintBitsToFloat(wd[j] & 0xffff0000u));
-#endif
-                if (8u * q + 2u * j + 1u < VW) { v[8u * q + 2u * j] = h.x; v[8u * q + 2u * j + 1u] = h.y; }
-            }
-#else
-            const vec4 f = uintBitsToFloat(u);
-            DP_UNROLL for (uint j = 0u; j < 4u; ++j) if (4u * q + j < VW) v[4u * q + j] = f[j];
-#endif
-        }
-    } else {
-        DP_UNROLL for (uint e = 0u; e < VW; ++e) v[e] = nw_load(w, k0 + e);
-    }
 }
 #endif
 

@@ -179,4 +179,38 @@ for _, name in ipairs({ "gemma3-q", "llama-q" }) do
   m:close()
 end
 
+-- The same on float weights (fused/glu_down_float.comp): the HF fixtures gemma3-tiny (its norm folded in) and
+-- llama3-tiny converted to F16 GGUFs.
+do
+  local tmp = os.tmpname()
+  os.remove(tmp)
+  os.execute("mkdir -p " .. check.quote(tmp))
+  for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
+    local path = tmp .. "/" .. name .. "-f16.gguf"
+    check.must_run({ "convert", check.fixtures .. "/models/" .. name, "--quant", "f16", "--out", path, "--no-manifest", "--quiet" })
+    local m = doppler.open_model(path)
+    local h = hints.new()
+    h:set("glu_down", "on", "test")
+    local recipe = recipes.for_model(m, path)
+    local M = { s = session.open(recipe, m, { hints = h, context = 128 }), h = h, recipe = recipe, model = m }
+    check.case(name .. " F16, glu_down=on: chunks of 16 and 5 give the step-by-step ids", function()
+      for _, st in ipairs({ SETTINGS[1], SETTINGS[2] }) do
+        local want, want_pos = run(M, 1, st.opts, 23)
+        for _, chunk in ipairs({ 16, 5 }) do
+          local got, pos = run(M, chunk, st.opts, 23)
+          check.eq(check.join(got), check.join(want), ("%s: ids in chunks of %d"):format(st.name, chunk))
+          check.eq(pos, want_pos, ("%s: position in chunks of %d"):format(st.name, chunk))
+          local fused = 0
+          for _, sp in ipairs(M.s.last_plan.kernel_specs) do
+            if sp.file == "fused/glu_down_float.comp" then fused = fused + 1 end
+          end
+          check.truthy(fused > 0, ("%s: the chunk's plan runs the float fused MLP"):format(st.name))
+        end
+      end
+    end)
+    m:close()
+  end
+  os.execute("rm -rf " .. check.quote(tmp))
+end
+
 check.done()

@@ -60,7 +60,7 @@ M.known = {
   side_prefetch = { values = { "auto", "on", "off" }, default = "auto",
                     doc = "decode passes (T <= 4): a kernel on a second queue reads each stage's weights into L2 while the stage before it runs (gpu/prefetch.h); auto: on where the device has a second compute queue family and is not a CPU (decode 1.02-1.04x on the H100, docs/BENCHMARKS.md session 20), on: wherever it can run (an error where it cannot), off: never" },
   glu_down      = { values = { "auto", "on", "off" }, default = "auto",
-                    doc = "one-token passes: gate+up, the activation and down in one dispatch (fusion glu_down: matmul/gemv_q.comp's DP_DOWN, the down projection added into a 64-bit fixed-point sum with atomics; quantised gate+up in blocks, f16 activations, int64 atomics); auto: on where the device is not a CPU, on: wherever those hold, off: never" },
+                    doc = "one-token passes: gate+up, the activation and down in one dispatch (fusion glu_down: matmul/gemv_q.comp's DP_DOWN, the down projection added into a 64-bit fixed-point sum with atomics; quantised gate+up in blocks, or with `on` float gate+up and an f16 down: fused/glu_down_float.comp; f16 activations, int64 atomics); auto: on for quantised gate+up where the device is not a CPU, on: wherever those hold, off: never" },
   glu_down_cols = { values = { "auto", "f16" }, default = "auto",
                     doc = "the fused MLP's down projection: auto reads a Q4_K or Q6_K down by its own blocks re-laid by columns (exact; where the rows of h per workgroup are a multiple of 32), else its f16 values by columns; f16: always the f16 values" },
   q_layout_cache = { values = { "on", "off" }, default = "on",
@@ -106,7 +106,7 @@ M.known.attention_prefill_cm_keys = { kind = "int", choices = { 0, 16, 32, 64 },
 M.known.lm_head_groups = { kind = "int", min = 0, default = 0,
                         doc = "fused final norm + LM head + argmax (fusion lm_head): most workgroups (0: 1024; 16 on a CPU device)" }
 M.known.glu_down_wg = { kind = "int", choices = { 0, 64, 128, 256, 512, 1024 }, default = 0,
-                        doc = "the fused MLP (hint glu_down): workgroup size, a multiple of glu_down_rows (0: 8 lanes per row; 8 x the subgroup size on a CPU device where glu_down_rows is 0 too)" }
+                        doc = "the fused MLP (hint glu_down): workgroup size, a multiple of glu_down_rows (0: 8 lanes per row, 16 for float gate+up; 8 x the subgroup size on a CPU device where glu_down_rows is 0 too)" }
 M.known.glu_down_rows = { kind = "int", choices = { 0, 8, 16, 32, 64, 128 }, default = 0,
                         doc = "the fused MLP: rows of h per workgroup, each adding its share of down into the sum (0: 32 on a GPU; 8 on a CPU device); must divide the intermediate size, else the MLP is not fused; a multiple of 32 reads a Q4_K / Q6_K down by its blocks (hint glu_down_cols)" }
 M.known.tune        = { values = { "on", "off" }, default = "on",

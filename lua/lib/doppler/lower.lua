@@ -1306,12 +1306,17 @@ end
 -- lanes per row (4 made both models' decode 1.2-1.3x slower, 34e). Of 32 and 64 rows, 32 was the faster for
 -- Gemma 3 1B Q4_K_M (1.19-1.21 against 1.22-1.24 ms per token: 6912 / 64 = 108 workgroups leave SMs of the
 -- H100 idle) and 64 for Llama 3.2 1B (1.03-1.04 against 1.04-1.06; 34f); doppler tune measures 16, 32, 64.
-function M.glu_down_params(ctx)
+-- float = true: the fused MLP on float gate and up (fused/glu_down_float.comp), FLOAT_MLP_LANES lanes per row:
+-- in the probe (recipes/bench/glu_down.lua --gate f16 --down f16, 36a) 32 rows and 16 lanes per row took 21.9
+-- us per Gemma 3 1B layer against 24.2-25.0 at 8 lanes (32 or 64 rows), and 39.1 at Llama 3.2 1B's shape
+-- against 43.0-46.7.
+local FLOAT_MLP_LANES = 16
+function M.glu_down_params(ctx, float)
   local hints = ctx.env.hints and ctx.env.hints.values or {}
   local wg, rows = hints.glu_down_wg or 0, hints.glu_down_rows or 0
   if on_cpu(ctx) and wg == 0 and rows == 0 then return cpu_gemv(ctx) end
   rows = rows ~= 0 and rows or 32
-  return wg ~= 0 and wg or rows * 8, rows
+  return wg ~= 0 and wg or rows * (float and FLOAT_MLP_LANES or 8), rows
 end
 
 -- Whether fusions.lua's glu_down may fuse down (graph node wd, [K, N]) into the one-token glu_linear of wg, wu
@@ -1327,14 +1332,35 @@ function M.glu_down_ok(dev, env, wg, wu, wd, N, K, prenorm)
   local caps = dev:caps()
   if mode == "off" or (mode == "auto" and caps.type == "cpu") or not caps.int64_atomics then return false end
   if env.act ~= "f16" or hints.matmul == "gemm" then return false end
-  if not Q_DEFINE[wg.dtype] or wg.dtype ~= wu.dtype or K % 16 ~= 0 or (caps.subgroup_size or 0) < 8 then return false end
-  if not (Q_DEFINE[wd.dtype] or wd.dtype == "f16") or wd.shape[1] ~= K or wd.shape[2] ~= N then return false end
+  if wg.dtype ~= wu.dtype or K % 16 ~= 0 or (caps.subgroup_size or 0) < 8 then return false end
+  if wd.shape[1] ~= K or wd.shape[2] ~= N then return false end
   local ctx = { dev = dev, env = env }
+  if NW_DEFINE[wg.dtype] ~= nil then return mode == "on" and M.glu_down_float_ok(ctx, wd, N, K) end
+  if not Q_DEFINE[wg.dtype] or not (Q_DEFINE[wd.dtype] or wd.dtype == "f16") then return false end
   if q_matmul_glu_mode(ctx, hints, { etype = wg.dtype }, { etype = wu.dtype }, 1) ~= "fused" then return false end
   local wgs, rows = M.glu_down_params(ctx)
   if rows % 8 ~= 0 or N % rows ~= 0 or wgs % rows ~= 0 or wgs > caps.max_wg_invocations then return false end
   local ok, xdefs = pcall(M.gemv_q_x, ctx, K, 1, wgs, 2, rows)
   return ok and (#xdefs > 0 or not prenorm)   -- the folded norm needs int8 x (gemv_q.comp's DP_PRENORM)
+end
+
+-- The float form (fused/glu_down_float.comp), with hint glu_down=on only (auto leaves float models unfused):
+-- gate and up float weights of one type as the unfused pass reads them (gemv_multi), D f16 (its columns are
+-- then its own values; a bf16 or f32 D would be rounded), with a folded norm only Gemma's form (norm_gate_up
+-- takes no other on float weights), the geometry of glu_down_params(ctx, true) (rows a multiple of 8 dividing
+-- N, lanes per row a power of two) and x, the partial sums and h in shared memory. Why not auto: on the H100
+-- the fused kernel took as long as the two it replaces (Gemma 3 1B F16 0.680 against 0.674 ms per token,
+-- Llama 3.2 1B F16 0.702 against 0.673) and decode was no faster (Gemma 1.43-1.56 ms p50 against 1.44-1.45,
+-- varying between processes; Llama 1.407-1.412 against 1.343-1.347: docs/BENCHMARKS.md 36c), where the probe
+-- had promised 1.1x; `doppler tune` measures it on float models.
+function M.glu_down_float_ok(ctx, wd, N, K)
+  local caps = ctx.dev:caps()
+  if wd.dtype ~= "f16" then return false end
+  local wgs, rows = M.glu_down_params(ctx, true)
+  local lanes = wgs // rows
+  if rows % 8 ~= 0 or N % rows ~= 0 or wgs % rows ~= 0 or lanes & (lanes - 1) ~= 0 then return false end
+  if wgs > caps.max_wg_invocations or N // rows > WG_MAX_GROUPS then return false end
+  return 4 * K + 8 * wgs + 4 * rows + wgs // 2 <= (caps.max_shared_memory or 0)
 end
 
 -- D [K, N] by columns for the fused MLP, made once per weight tensor and format at compile time and shared by
@@ -1380,15 +1406,28 @@ R.glu_down = function(ctx, n)
   local x, wg, wu, wd = n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]
   local N, K = wg.bshape[1], x.bshape[#x.bshape]
   local hints = ctx.env.hints and ctx.env.hints.values or {}
+  local zero = ctx.plan.fix_zero and ctx.plan.fix_zero[n]
+  if not zero then Graph.fail("plan: glu_down at %s has no sum to zero (plan.lua)", n.where) end
+  local kind = (n.attrs.kind == "silu") and 1 or 0
+  if not Q_DEFINE[wg.etype] then
+    -- float gate and up: fused/glu_down_float.comp, D by its f16 columns
+    local wgs, rows = M.glu_down_params(ctx, true)
+    local cols = down_columns(ctx, wd, rows)
+    local defs = { ctx.weight_define(wg.etype, wg.attrs.name) }
+    local push = { x = ctx.t(x), wg = ctx.t(wg), wu = ctx.t(wu), wd = cols, yd = ctx.t(n), zd = zero, N = N,
+                   kind = kind }
+    if n.attrs.prenorm then prenorm_multi(ctx, n, defs, push, n.attrs.prenorm, n.inputs[5], n.inputs[6], n.inputs[7], n.inputs[8]) end
+    local k = ctx.kernel("fused/glu_down_float.comp", ctx.defines(defs), { WG = wgs, ROWS = rows, UN = 2, KC = K })
+    ctx.dispatch(k, N // rows, 1, 1, push)
+    return
+  end
   local tg, qdef = matrix_weight(ctx, wg, hints, "fused")
   local tu = matrix_weight(ctx, wu, hints, "fused")
   local wgs, rows = M.glu_down_params(ctx)
   local pre_in = n.attrs.prenorm and { a = n.inputs[5], w2 = n.inputs[6], sum = n.inputs[7], w1 = n.inputs[8] }
-  local zero = ctx.plan.fix_zero and ctx.plan.fix_zero[n]
-  if not zero then Graph.fail("plan: glu_down at %s has no sum to zero (plan.lua)", n.where) end
   local cols, cdef = down_columns(ctx, wd, rows)
   emit_glu_q(ctx, n, { x = x, wg = wg, wu = wu, tg = tg, tu = tu, qdef = qdef, N = N, K = K, T = 1,
-                       kind = (n.attrs.kind == "silu") and 1 or 0, pre = n.attrs.prenorm, pre_in = pre_in,
+                       kind = kind, pre = n.attrs.prenorm, pre_in = pre_in,
                        wgs = wgs, rows = rows, down = { w = cols, y = ctx.t(n), z = zero, define = cdef } })
 end
 

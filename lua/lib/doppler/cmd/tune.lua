@@ -80,9 +80,10 @@ local KNOBS = {
   { "lm_head_groups", full = { 256, 512, 768, 960, 1024, 2048, 4096 }, quick = { 512, 960, 1024 },
     wall = function(c) return c.side_queue end },
   -- the fused MLP (fusion glu_down): on or off, and its rows of h per workgroup (8 lanes each): where the side
-  -- prefetcher runs, wall clock, as gemv_rows
-  { "glu_down", full = { "auto", "off" }, quick = { "auto", "off" }, wall = function(c) return c.side_queue end,
-    applies = function(c) return c.quantised end },
+  -- prefetcher runs, wall clock, as gemv_rows. Float models: auto leaves them unfused, `on` runs
+  -- fused/glu_down_float.comp (as fast as the two dispatches on the H100, docs/BENCHMARKS.md 36c)
+  { "glu_down", ["for"] = function(c) return c.quantised and { "auto", "off" } or { "auto", "on" } end,
+    wall = function(c) return c.side_queue end },
   { "glu_down_rows", full = { 16, 32, 64 }, quick = { 32, 64 }, wall = function(c) return c.side_queue end,
     applies = function(c) return c.quantised end },
   -- one q head per workgroup (auto) or all of a kv head's in one (the auto before run 21, docs/BENCHMARKS.md)
