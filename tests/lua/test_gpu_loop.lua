@@ -156,31 +156,36 @@ end
 
 -- The fused MLP (fusion glu_down, the H100's default for Q4_K_M files): the loop's chunk carries each layer's
 -- int64 sum and zeroes it for the next step (plan.lua), and must still give exactly the step-by-step ids.
--- The GGUF Q4_K_M fixtures with hint glu_down=on (lavapipe's auto is off); the chunk's plan has DP_DOWN.
-for _, name in ipairs({ "gemma3-q", "llama-q" }) do
-  local path = check.fixtures .. "/gguf/" .. name .. "/model-Q4_K_M.gguf"
+-- The model at `path` with hint glu_down=on (lavapipe's auto is off); `fused(specs)` counts the chunk plan's
+-- fused MLPs.
+local function fused_mlp_case(label, path, fused)
   local m = doppler.open_model(path)
   local recipe = recipes.for_model(m, path)
   local h = hints.new()
   h:set("glu_down", "on", "test")
   local M = { s = session.open(recipe, m, { hints = h, context = 128 }), h = h, recipe = recipe, model = m }
-  check.case(name .. " Q4_K_M, glu_down=on: chunks of 16 and 5 give the step-by-step ids", function()
+  check.case(label .. ", glu_down=on: chunks of 16 and 5 give the step-by-step ids", function()
     for _, st in ipairs({ SETTINGS[1], SETTINGS[2] }) do
       local want, want_pos = run(M, 1, st.opts, 23)
       for _, chunk in ipairs({ 16, 5 }) do
         local got, pos = run(M, chunk, st.opts, 23)
         check.eq(check.join(got), check.join(want), ("%s: ids in chunks of %d"):format(st.name, chunk))
         check.eq(pos, want_pos, ("%s: position in chunks of %d"):format(st.name, chunk))
-        local fused = check.define_count(M.s.last_plan.kernel_specs, nil, "DP_DOWN")
-        check.truthy(fused > 0, ("%s: the chunk's plan runs the fused MLP (DP_DOWN)"):format(st.name))
+        check.truthy(fused(M.s.last_plan.kernel_specs) > 0, ("%s: the chunk's plan runs the fused MLP"):format(st.name))
       end
     end
   end)
   m:close()
 end
 
--- The same on float weights (fused/glu_down_float.comp): the HF fixtures gemma3-tiny (its norm folded in) and
--- llama3-tiny converted to F16 GGUFs.
+-- The GGUF Q4_K_M fixtures: gemv_q's DP_DOWN.
+for _, name in ipairs({ "gemma3-q", "llama-q" }) do
+  fused_mlp_case(name .. " Q4_K_M", check.fixtures .. "/gguf/" .. name .. "/model-Q4_K_M.gguf",
+                 function(specs) return check.define_count(specs, nil, "DP_DOWN") end)
+end
+
+-- Float weights (fused/glu_down_float.comp): the HF fixtures gemma3-tiny (its norm folded in) and llama3-tiny
+-- converted to F16 GGUFs.
 do
   local tmp = os.tmpname()
   os.remove(tmp)
@@ -188,27 +193,11 @@ do
   for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
     local path = tmp .. "/" .. name .. "-f16.gguf"
     check.must_run({ "convert", check.fixtures .. "/models/" .. name, "--quant", "f16", "--out", path, "--no-manifest", "--quiet" })
-    local m = doppler.open_model(path)
-    local h = hints.new()
-    h:set("glu_down", "on", "test")
-    local recipe = recipes.for_model(m, path)
-    local M = { s = session.open(recipe, m, { hints = h, context = 128 }), h = h, recipe = recipe, model = m }
-    check.case(name .. " F16, glu_down=on: chunks of 16 and 5 give the step-by-step ids", function()
-      for _, st in ipairs({ SETTINGS[1], SETTINGS[2] }) do
-        local want, want_pos = run(M, 1, st.opts, 23)
-        for _, chunk in ipairs({ 16, 5 }) do
-          local got, pos = run(M, chunk, st.opts, 23)
-          check.eq(check.join(got), check.join(want), ("%s: ids in chunks of %d"):format(st.name, chunk))
-          check.eq(pos, want_pos, ("%s: position in chunks of %d"):format(st.name, chunk))
-          local fused = 0
-          for _, sp in ipairs(M.s.last_plan.kernel_specs) do
-            if sp.file == "fused/glu_down_float.comp" then fused = fused + 1 end
-          end
-          check.truthy(fused > 0, ("%s: the chunk's plan runs the float fused MLP"):format(st.name))
-        end
-      end
+    fused_mlp_case(name .. " F16", path, function(specs)
+      local c = 0
+      for _, sp in ipairs(specs) do if sp.file == "fused/glu_down_float.comp" then c = c + 1 end end
+      return c
     end)
-    m:close()
   end
   os.execute("rm -rf " .. check.quote(tmp))
 end
