@@ -12,11 +12,13 @@
 // i + WG, ...), in VW / 4 planes of vec4 (plane q holds values 4q .. 4q + 3 of each 16-byte chunk of weights)
 // so that neighbouring lanes read neighbouring 16 bytes. It owns ROWS rows of h with TPR = WG / ROWS
 // consecutive lanes per row; lane l takes its row's 16-byte chunks (VW weights) l, l + TPR, ... of gate and
-// up, UN chunks per batch (their loads, then their arithmetic). A row's partial sums are reduced by shuffles within clusters
-// of min(TPR, subgroup size) lanes, then in shared memory; the workgroup then multiplies its ROWS values of h
-// by their columns of D (lanes over the K outputs) and adds to yd.
+// up, UN chunks per batch (their loads, then their arithmetic). A row's partial sums are reduced by shuffles
+// within clusters of min(TPR, subgroup size) lanes, then in shared memory; the workgroup then multiplies its
+// ROWS values of h by their columns of D (lanes over the K outputs) and adds to yd.
 // Why: on the H100 the probe (recipes/bench/glu_down.lua --gate f16 --down f16) took 21.9 us per Gemma 3 1B
-// layer and 39.1 at Llama 3.2 1B's shape where the engine's two kernels take 25.4 and 42.9 (docs/BENCHMARKS.md 36a).
+// layer and 39.1 at Llama 3.2 1B's shape where the engine's two kernels take 25.4 and 42.9 (docs/BENCHMARKS.md
+// 36a). In the engine this kernel took 26.2 and 43.9 us against the two kernels' 25.9 and 42.1 (36c), so the
+// rule takes it only with hint glu_down=on (lower.glu_down_float_ok).
 // DP_PRENORM=2 (fusion norm_gate_up, then glu_down; Gemma's norm_add_norm): x is the residual stream, and the
 //   staging forms u = y * (off2 + nw2) with y = x + rmsnorm(a; nw1, eps1, off1), the normed a and y rounded to
 //   ACT as the unfused kernels store them (by integer operations, h_round), row block 0 storing y to r (the
@@ -188,8 +190,8 @@ void main()
     // Gate and up of row n over this lane's chunks: the loads of UN chunks, then their arithmetic. Why not
     // requested before the staging, or the next batch before the current one is used: either holds more
     // registers across the loop, and with more than 64 per invocation only one workgroup of 512 fits an SM
-    // of the H100 (216 workgroups for Gemma 3 1B then run in two waves); such a version took 31 us per Gemma
-    // layer against this one's (docs/BENCHMARKS.md 36b, 36c).
+    // of the H100 (216 workgroups for Gemma 3 1B then run in two waves): such a version took 31.3 us per Gemma
+    // 3 1B layer, this one 26.2 (docs/BENCHMARKS.md 36b, 36c).
     float g = 0.0, u = 0.0;
     for (uint c0 = lane; c0 < NC; c0 += UN * TPR) {
         uvec4 rg[UN], ru[UN];

@@ -1324,7 +1324,8 @@ end
 -- activations f16 (precision=f32 keeps the exact chain: D's f16 columns, where its blocks cannot be read by
 -- columns, would round its weights, and the sum's order changes the f32 roundings), gate and up decoded
 -- in their blocks (gemv_q) as the unfused pass would, D quantised or f16, the workgroups' rows dividing N
--- in blocks of 8, and with prenorm (the glu took its norm: norm_gate_up) int8 x.
+-- in blocks of 8, and with prenorm (the glu took its norm: norm_gate_up) int8 x; or float gate and up with
+-- hint glu_down=on (M.glu_down_float_ok).
 function M.glu_down_ok(dev, env, wg, wu, wd, N, K, prenorm)
   if not (dev and env) or env.T ~= 1 then return false end
   local hints = env.hints and env.hints.values or {}
