@@ -73,11 +73,7 @@ layout(constant_id = 3) const uint UN   = 1;
 #endif
 #define NACC (ROWS * TT * NW)
 
-#ifdef DP_W_F32
-#define VW 4u      // weights per 16-byte load
-#else
-#define VW 8u
-#endif
+#include "dp_wchunk.glsl"
 
 #ifdef DP_PRENORM
 #include "dp_prenorm.glsl"
@@ -127,26 +123,8 @@ layout(push_constant) uniform Push {
 #endif
 } p;
 
-
 // Partial sums of each subgroup: [NACC][WG] (WG bounds the number of subgroups for any subgroup size).
 shared float red[NACC * WG];
-
-// Widens one 16-byte chunk of weights into VW floats.
-void w_unpack(uvec4 u, inout float v[VW])
-{
-#if defined(DP_W_F32)
-    v[0] = uintBitsToFloat(u.x); v[1] = uintBitsToFloat(u.y);
-    v[2] = uintBitsToFloat(u.z); v[3] = uintBitsToFloat(u.w);
-#elif defined(DP_W_F16)
-    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
-    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
-#else   // bf16: element 2j is the low half of word j (little endian)
-    v[0] = uintBitsToFloat(u.x << 16); v[1] = uintBitsToFloat(u.x & 0xffff0000u);
-    v[2] = uintBitsToFloat(u.y << 16); v[3] = uintBitsToFloat(u.y & 0xffff0000u);
-    v[4] = uintBitsToFloat(u.z << 16); v[5] = uintBitsToFloat(u.z & 0xffff0000u);
-    v[6] = uintBitsToFloat(u.w << 16); v[7] = uintBitsToFloat(u.w & 0xffff0000u);
-#endif
-}
 
 // One chunk of x as loaded, unpacked only when used (matmul/gemv.comp's x_fetch / x_unpack): XQ uvec4,
 // one of f16, VW / 4 of f32, or for f16 x with f32 weights (4 halves read element-wise) their f32 bits.

@@ -5,9 +5,9 @@
 // both share: y is a 64-bit fixed-point sum yd in units of 2^-32 that the readers take with DP_A_FIX64 (each
 // workgroup's share truncated to the unit, so the sum does not depend on the order the workgroups add in),
 // the dispatch zeroes zd (the sum of the fused MLP before it), D comes as its f16 columns in blocks of 8
-// ([N / 8][K][8], one 16-byte load per block and output), and h is rounded to ACT by integer operations, as
-// the unfused path stores it. Without this kernel a float model's MLP is two dependent dispatches: gate+up
-// (fused/gemv_multi.comp, DP_GLU) and down (matmul/gemv.comp).
+// ([N / 8][K][8], one 16-byte load per block and output), and h is rounded to ACT by integer operations
+// (act_round_int), as the unfused path stores it. Without this kernel a float model's MLP is two dependent
+// dispatches: gate+up (fused/gemv_multi.comp, DP_GLU) and down (matmul/gemv.comp).
 // Scheme: the workgroup stages x (K values) in shared memory as f32, coalesced (thread i takes values i,
 // i + WG, ...), in VW / 4 planes of vec4 (plane q holds values 4q .. 4q + 3 of each 16-byte chunk of weights)
 // so that neighbouring lanes read neighbouring 16 bytes. It owns ROWS rows of h with TPR = WG / ROWS
@@ -21,9 +21,10 @@
 // rule takes it only with hint glu_down=on (lower.glu_down_float_ok).
 // DP_PRENORM=2 (fusion norm_gate_up, then glu_down; Gemma's norm_add_norm): x is the residual stream, and the
 //   staging forms u = y * (off2 + nw2) with y = x + rmsnorm(a; nw1, eps1, off1), the normed a and y rounded to
-//   ACT as the unfused kernels store them (by integer operations, h_round), row block 0 storing y to r (the
-//   new residual stream); the dot
-//   products are scaled by 1 / rms(y; eps2) before the activation, as fused/gemv_multi.comp's DP_PRENORM=2.
+//   ACT as the unfused kernels store them (by integer operations, act_round_int: with act_round the H100's sums
+//   differed from the chain of the stored values by a slope of 9e-5, 36b), row block 0 storing y to r (the new
+//   residual stream); the dot products are scaled by 1 / rms(y; eps2) before the activation, as
+//   fused/gemv_multi.comp's DP_PRENORM=2.
 //   With DP_A_FIX64 a is a fused MLP's sum (dp_types.glsl).
 // Dispatch: (N / ROWS, 1, 1), N / ROWS <= 65535.
 // Push: x ACT [K]; wg, wu W [N, K] (rows K apart); wd f16 [N / 8][K][8]; yd, zd int64 [K]; N; kind (0 gelu_tanh,
@@ -50,11 +51,7 @@ layout(constant_id = 1) const uint ROWS = 32;
 layout(constant_id = 2) const uint UN   = 2;
 layout(constant_id = 3) const uint KC   = 1152;
 
-#ifdef DP_W_F32
-#define VW 4u      // weights per 16-byte chunk
-#else
-#define VW 8u
-#endif
+#include "dp_wchunk.glsl"
 
 #ifdef DP_PRENORM
 #include "dp_prenorm.glsl"
@@ -92,23 +89,6 @@ shared float hs[ROWS];                           // this workgroup's rows of h
 // Stores value k of x to its plane.
 void stage(uint k, float v) { xs4[(k % VW) / 4u * NC + k / VW][k % 4u] = v; }
 
-// Widens one 16-byte chunk of weights into VW floats.
-void w_unpack(uvec4 u, out float v[VW])
-{
-#if defined(DP_W_F32)
-    v[0] = uintBitsToFloat(u.x); v[1] = uintBitsToFloat(u.y);
-    v[2] = uintBitsToFloat(u.z); v[3] = uintBitsToFloat(u.w);
-#elif defined(DP_W_F16)
-    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
-    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
-#else   // bf16: element 2j is the low half of word j (little endian)
-    v[0] = uintBitsToFloat(u.x << 16); v[1] = uintBitsToFloat(u.x & 0xffff0000u);
-    v[2] = uintBitsToFloat(u.y << 16); v[3] = uintBitsToFloat(u.y & 0xffff0000u);
-    v[4] = uintBitsToFloat(u.z << 16); v[5] = uintBitsToFloat(u.z & 0xffff0000u);
-    v[6] = uintBitsToFloat(u.w << 16); v[7] = uintBitsToFloat(u.w & 0xffff0000u);
-#endif
-}
-
 // Chunk c of the weight row at `row`: one 16-byte load, or (a row not 16-byte aligned: a view) its
 // elements' bits gathered into the same uvec4.
 uvec4 w_chunk(uint64_t row, uint c, bool vec)
@@ -127,17 +107,6 @@ uvec4 w_chunk(uint64_t row, uint c, bool vec)
     return u;
 }
 
-// v as the unfused path stores it: rounded to ACT by integer operations (gemv_q.comp's down_h_round says why:
-// the H100's driver drops float(float16_t(v)) in registers). For h, and the staging's normed a and y: with
-// act_round there the H100's sums differed from the chain of the stored values by a slope of 9e-5 (36b).
-float h_round(float v)
-{
-#ifdef DP_ACT_F16
-    return dp_f16_bits_to_f32(dp_f32_to_f16_bits(v));
-#else
-    return v;
-#endif
-}
 
 void main()
 {
@@ -166,8 +135,8 @@ void main()
         DP_UNROLL for (uint j = 0u; j < EPT; ++j) {
             const uint k = tid + j * WG;
             if (k >= KC) continue;
-            const float an = h_round(av[j] * inv1 * (p.off1 + nw_load(p.nw1, k)));
-            const float y = h_round(act_load(p.x, k) + an);
+            const float an = act_round_int(av[j] * inv1 * (p.off1 + nw_load(p.nw1, k)));
+            const float y = act_round_int(act_load(p.x, k) + an);
             if (gl_WorkGroupID.x == 0u) act_store(p.r, k, y);
             ss2 += y * y;
             stage(k, y * (p.off2 + nw_load(p.nw2, k)));
@@ -231,7 +200,7 @@ void main()
         sg *= inv2;                              // the dot products with h = u / rms(y)
         su *= inv2;
 #endif
-        hs[tid] = h_round(dp_glu_act(sg, p.kind) * su);
+        hs[tid] = act_round_int(dp_glu_act(sg, p.kind) * su);
     }
     barrier();
 

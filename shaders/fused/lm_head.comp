@@ -22,31 +22,10 @@
 #define LMH_W_In W_In
 #include "lm_head_common.glsl"
 
-#ifdef DP_W_F32
-#define VW 4u      // weights per 16-byte load
-#else
-#define VW 8u
-#endif
+#include "dp_wchunk.glsl"
 
 // Each team's subgroup sums, [TEAMS * ROWS][GW] (as gemv.comp's red[ROWS][WG]).
 shared float red[TEAMS * ROWS * GW];
-
-// gemv.comp's w_unpack.
-void w_unpack(uvec4 u, inout float v[VW])
-{
-#if defined(DP_W_F32)
-    v[0] = uintBitsToFloat(u.x); v[1] = uintBitsToFloat(u.y);
-    v[2] = uintBitsToFloat(u.z); v[3] = uintBitsToFloat(u.w);
-#elif defined(DP_W_F16)
-    vec2 a = unpackHalf2x16(u.x), b = unpackHalf2x16(u.y), c = unpackHalf2x16(u.z), d = unpackHalf2x16(u.w);
-    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y; v[4] = c.x; v[5] = c.y; v[6] = d.x; v[7] = d.y;
-#else
-    v[0] = uintBitsToFloat(u.x << 16); v[1] = uintBitsToFloat(u.x & 0xffff0000u);
-    v[2] = uintBitsToFloat(u.y << 16); v[3] = uintBitsToFloat(u.y & 0xffff0000u);
-    v[4] = uintBitsToFloat(u.z << 16); v[5] = uintBitsToFloat(u.z & 0xffff0000u);
-    v[6] = uintBitsToFloat(u.w << 16); v[7] = uintBitsToFloat(u.w & 0xffff0000u);
-#endif
-}
 
 // Chunks of a row per thread on the vector path, and whether a row block's chunks fit in registers twice
 // (PF): then the next block's weights are requested before the current block is summed, and the first

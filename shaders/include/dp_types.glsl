@@ -41,6 +41,17 @@
 #endif
 // x as act_store would store it, back in f32: the rounding point of a value the unfused kernels store
 #define act_round(x)       float(ACT_T(x))
+// The same by integer operations (round to nearest even, dp_common.glsl), for a value whose rounding must
+// happen in registers: the H100's driver drops float(float16_t(x)) and unpackHalf2x16(packHalf2x16(x)) there
+// and keeps the f32 value (docs/BENCHMARKS.md 34h, 36b).
+float act_round_int(float x)
+{
+#ifdef DP_ACT_F16
+    return dp_f16_bits_to_f32(dp_f32_to_f16_bits(x));
+#else
+    return x;
+#endif
+}
 
 // ---- a branch output `a` that may come from the fused MLP ----------------------------------------
 // DP_A_FIX64: a kernel's operand `a` is the 64-bit fixed-point sum (units of 2^-32) that the fused MLP adds

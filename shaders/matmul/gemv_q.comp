@@ -165,18 +165,6 @@ layout(push_constant) uniform Push {
 
 #ifdef DP_DOWN
 shared float hs[ROWS];                   // this workgroup's rows of h
-// h as the unfused path stores it (out_store: rounded to ACT). With f16 activations by integer operations
-// (dp_common.glsl's round to nearest even), not float(float16_t(x)) or unpackHalf2x16(packHalf2x16(x)): the
-// H100's driver drops either round trip in registers (it keeps the f32 value), and the fused MLP's sums then
-// differed from D times the unfused h by ~3e-4 of their size (test_glu_down.lua, run 34h).
-float down_h_round(float v)
-{
-#ifdef DP_ACT_F16
-    return dp_f16_bits_to_f32(dp_f32_to_f16_bits(v));
-#else
-    return v;
-#endif
-}
 #if defined(DP_DCOL_Q4) || defined(DP_DCOL_Q6)
 shared float hsum[ROWS / 16u];           // sums of h over each run of 16 (the blocks' minima / offsets)
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer DColV2In { vec2 v[]; };
@@ -509,7 +497,9 @@ void main()
         [[unroll]] for (uint j = 0u; j < NW; ++j) s[j] *= inv2;
 #endif
 #ifdef DP_DOWN
-        hs[r] = down_h_round(dp_glu_act(s[0], p.kind) * s[1]);
+        // h as the unfused path stores it (out_store), rounded by integer operations (act_round_int): with
+        // act_round the H100's fused sums differed from D times the unfused h by ~3e-4 of their size (34h)
+        hs[r] = act_round_int(dp_glu_act(s[0], p.kind) * s[1]);
 #elif defined(DP_GLU)
         out_store(p.y, (t0 + t) * ys + n0 + r, dp_glu_act(s[0], p.kind) * s[1]);
 #else
