@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Run 37d (session 30), nvidia-h100-x1: what the quantised fused MLP's int64 atomics cost. Probe hint
+# glu_down_probe (37d_atomics.patch, not committed): `rot` starts each workgroup's outputs at a different place
+# ((o + 16 * block) % K: the same sums, concurrent workgroups on different addresses), `store` writes instead of
+# adding (wrong results; timing only); three rounds of 2 runs, both Q4_K_M models; profiles.
+set -u
+T0=$(date +%s)
+for f in .gl/*.deb; do dpkg -x "$f" /; done 2>/dev/null; ldconfig
+I=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f $I ] && export VK_DRIVER_FILES=$I
+export DOPPLER_CACHE_DIR=/tmp/dpc DOPPLER_BIN=$PWD/build-h100/doppler DOPPLER_FIXTURES=$PWD/tests/fixtures DOPPLER_HOME=$PWD
+B=$PWD/build-h100/doppler
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+G=/tmp/g1b L=/tmp/l1b
+[ -d $G ] || timeout 200 $B synth --config models/configs/gemma-3-1b-it.config.json \
+  --tokenizer tests/fixtures/tokenizers/gemma3.tokenizer.json.gz --out $G --dtype f16 >/dev/null 2>&1
+[ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+[ -d $L ] || timeout 200 $B synth --config models/configs/llama-3.2-1b-instruct.config.json \
+  --tokenizer tests/fixtures/tokenizers/llama3.tokenizer.json.gz --out $L --dtype f16 >/dev/null 2>&1
+[ -f /tmp/l1b-q4_k_m.gguf ] || $B convert $L --quant q4_k_m --out /tmp/l1b-q4_k_m.gguf --no-manifest --quiet
+echo "models ready $(( $(date +%s) - T0 )) s"
+dec() {  # label model args...
+  local label=$1 m=$2; shift 2
+  timeout 90 $B recipes/bench/decode.lua --model $m --label "$label" --prompt-tokens 32 \
+    --tokens 128 "$@" >>"$OUT/37d_decode.jsonl" 2>>"$OUT/37d_err.txt"
+}
+for round in 1 2 3; do
+  for m in /tmp/g1b-q4_k_m.gguf /tmp/l1b-q4_k_m.gguf; do
+    for b in off rot store; do
+      dec "$b" $m --runs 2 --no-profile --hint glu_down_probe=$b
+    done
+  done
+  echo "round $round done $(( $(date +%s) - T0 )) s"
+done
+for m in /tmp/g1b-q4_k_m.gguf /tmp/l1b-q4_k_m.gguf; do
+  for b in off rot store; do dec "$b-profile" $m --runs 1 --profile-tokens 16 --hint glu_down_probe=$b; done
+done
+python3 - "$OUT/37d_decode.jsonl" <<'PY'
+import json, sys, collections
+p50 = collections.defaultdict(list); tok = collections.defaultdict(list)
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        key = (d["model"].split("/")[-1][:14], d["label"])
+        p50[key].append(d["p50_ms"]); tok[key].append(d["decode_tok_s"])
+        if d["gpu_ms_per_kernel"]:
+            print(key, {k: round(v, 4) for k, v in sorted(d["gpu_ms_per_kernel"].items(), key=lambda x: -x[1])[:8]})
+for key in p50:
+    print("%-16s %-18s p50 %s  tok/s %s" % (key[0], key[1], " ".join("%.4f" % x for x in p50[key]), " ".join("%.1f" % x for x in tok[key])))
+PY
+tail -3 "$OUT/37d_err.txt"
+echo "done $(( $(date +%s) - T0 )) s"
