@@ -116,10 +116,15 @@ local function sum(t)
 end
 
 -- Feeds the prompt, then `steps` decode steps (the GPU loop with decode_chunk > 1).
-local function generate(s, smp, prompt, steps)
+-- The prompt fed from an empty cache and the first id sampled.
+local function start(s, smp, prompt)
   s:reset()
   s:feed(prompt)
-  local id = smp:next()
+  return smp:next()
+end
+
+-- `steps` tokens decoded after id: chunks of the hint decode_chunk (the GPU loop), or one step at a time.
+local function decode(s, smp, id, steps)
   local chunk = s.hints:get("decode_chunk")
   local done = 0
   while done < steps do
@@ -134,6 +139,8 @@ local function generate(s, smp, prompt, steps)
     end
   end
 end
+
+local function generate(s, smp, prompt, steps) decode(s, smp, start(s, smp, prompt), steps) end
 
 -- One measurement: { score, decode_ms (GPU per token), prefill_ms (GPU), wall_ms (per decode token),
 -- warmup_runs (wall clock only) }.
@@ -153,20 +160,9 @@ local function measure(s, smp, o, wall)
     end
     local best = math.huge
     for _ = 1, o.runs do
-      s:reset()
-      s:feed(prompt)
-      local id = smp:next()
+      local id = start(s, smp, prompt)
       local t0 = doppler.clock()
-      local chunk = s.hints:get("decode_chunk")
-      local done = 0
-      while done < o.tokens do
-        if chunk > 1 then
-          local ids, why = s:decode_chunk(id, chunk, o.tokens - done, {})
-          if why == 2 then done = done + #ids; id = ids[#ids] or id else done = done + #ids + 1; id = smp:next() end
-        else
-          s:feed({ id }); id = smp:next(); done = done + 1
-        end
-      end
+      decode(s, smp, id, o.tokens)
       best = math.min(best, (doppler.clock() - t0) * 1000 / o.tokens)
     end
     return { score = best, wall_ms = best, warmup_runs = warmup_runs }
@@ -177,21 +173,10 @@ local function measure(s, smp, o, wall)
   local best
   for _ = 1, o.runs do
     profile.clear(dev)
-    s:reset()
-    s:feed(prompt)
-    local id = smp:next()
+    local id = start(s, smp, prompt)
     local pre = sum(profile.kernel_ms(dev, 1))
     profile.clear(dev)
-    local chunk = s.hints:get("decode_chunk")
-    local done = 0
-    while done < o.tokens do
-      if chunk > 1 then
-        local ids, why = s:decode_chunk(id, chunk, o.tokens - done, {})
-        if why == 2 then done = done + #ids; id = ids[#ids] or id else done = done + #ids + 1; id = smp:next() end
-      else
-        s:feed({ id }); id = smp:next(); done = done + 1
-      end
-    end
+    decode(s, smp, id, o.tokens)
     local dec = sum(profile.kernel_ms(dev, o.tokens))
     local r = { decode_ms = dec, prefill_ms = pre, score = dec + pre / o.tokens }
     if not best or r.score < best.score then best = r end
