@@ -3,13 +3,10 @@
 # from a checkout carrying build-h100/ (cmake -DDOPPLER_STATIC_DEPS=ON -DCMAKE_BUILD_TYPE=Release) and .gl/
 # (the Vulkan loader debs). Results go to $OUT (JSON lines). Stages: STAGES="f16 llama quant" by default;
 # also attn (f16 with the basic attention kernels, for comparison) and q4km (Q4_K_M, fused path only).
+# The loader, doppler's environment and the synthetic models (`model`): scripts/device/env.sh.
 set -u
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-I=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; [ -f $I ] && export VK_DRIVER_FILES=$I
-export DOPPLER_CACHE_DIR=/tmp/dpc B=$PWD/build-h100/doppler DOPPLER_BIN=$PWD/build-h100/doppler
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+. scripts/device/env.sh
 STAGES=${STAGES:-"f16 llama quant"}
-G=/tmp/g1b L=/tmp/l1b
 bench() {  # name model [extra...]
   local name=$1 model=$2; shift 2
   for m in decode prefill ttft; do
@@ -29,10 +26,7 @@ PY
 # both layouts: labels LAYOUT-OLDLABEL and LAYOUT-auto (the defaults); with a 4th argument also the default path.
 fused_rule_ab() {  # name old_label old_hint [default]
   local name=$1 old=$2 hint=$3 with_default=${4:-}
-  [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
-  [ -d $L ] || timeout 200 $B synth --config models/configs/llama-3.2-1b-instruct.config.json \
-    --tokenizer tests/fixtures/tokenizers/llama3.tokenizer.json.gz --out $L --dtype f16 >/dev/null 2>&1
-  [ -f /tmp/l1b-q4_k_m.gguf ] || $B convert $L --quant q4_k_m --out /tmp/l1b-q4_k_m.gguf --no-manifest --quiet
+  model gemma-q4_k_m >/dev/null; model llama-q4_k_m >/dev/null
   local D="recipes/bench/decode.lua --prompt-tokens 32 --tokens 128 --runs 2 --no-profile"
   timeout 100 $B $D --model /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused --label warm >/dev/null 2>>"$OUT/err.txt"
   for m in /tmp/g1b-q4_k_m.gguf /tmp/l1b-q4_k_m.gguf; do
@@ -51,25 +45,17 @@ for l in open(sys.argv[1]):
         print(d["model"].split("/")[-1], d["label"], "decode %.1f" % (d["decode_tok_s"] or 0))
 PY
 }
-[ -d $G ] || timeout 200 $B synth --config models/configs/gemma-3-1b-it.config.json \
-  --tokenizer tests/fixtures/tokenizers/gemma3.tokenizer.json.gz --out $G --dtype f16 >/dev/null 2>&1
+model gemma >/dev/null
 for s in $STAGES; do
   case $s in
     f16) bench gemma1b-f16 $G ;;
-    llama)
-      [ -d $L ] || timeout 200 $B synth --config models/configs/llama-3.2-1b-instruct.config.json \
-        --tokenizer tests/fixtures/tokenizers/llama3.tokenizer.json.gz --out $L --dtype f16 >/dev/null 2>&1
-      bench llama1b-f16 $L ;;
+    llama) bench llama1b-f16 $(model llama) ;;
     quant)
       for q in q8_0 q4_k_m; do
-        [ -f /tmp/g1b-$q.gguf ] || (time timeout 300 $B convert $G --quant $q --out /tmp/g1b-$q.gguf --no-manifest --quiet) 2>>"$OUT/convert.txt"
-        for path in fused dequant_f16; do bench gemma1b-$q-$path /tmp/g1b-$q.gguf --hint q_matmul=$path; done
+        for path in fused dequant_f16; do bench gemma1b-$q-$path $(model gemma-$q) --hint q_matmul=$path; done
       done ;;
     issue7)  # the issue-7 shape: 128 new tokens after a 32-token prompt, Gemma 3 1B Q4_K_M and F16, Llama Q4_K_M
-      [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
-      [ -d $L ] || timeout 200 $B synth --config models/configs/llama-3.2-1b-instruct.config.json \
-        --tokenizer tests/fixtures/tokenizers/llama3.tokenizer.json.gz --out $L --dtype f16 >/dev/null 2>&1
-      [ -f /tmp/l1b-q4_k_m.gguf ] || $B convert $L --quant q4_k_m --out /tmp/l1b-q4_k_m.gguf --no-manifest --quiet
+      model gemma-q4_k_m >/dev/null; model llama-q4_k_m >/dev/null
       for m in /tmp/g1b-q4_k_m.gguf $G /tmp/l1b-q4_k_m.gguf $L; do
         timeout 200 $B recipes/bench/decode.lua --model $m --prompt-tokens 32 --tokens 128 --label issue7 >>"$OUT/issue7.jsonl" 2>>"$OUT/err.txt"
       done
@@ -88,7 +74,7 @@ for l in open(sys.argv[1]):
 PY
       ;;
     attn) bench gemma1b-f16-attn-basic $G --hint attention_decode=basic --hint attention_prefill=basic ;;
-    q4km) [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+    q4km) model gemma-q4_k_m >/dev/null
           bench gemma1b-q4_k_m-fused /tmp/g1b-q4_k_m.gguf --hint q_matmul=fused ;;
     tests)   # correctness on the H100 (subgroup 32) before any timing
       for t in ${TESTS:-kernels gemm_cm attention_cm hints quant_linear gemv_q8 gemma3_fixtures families_fixtures gguf_fixtures quant_layout sampling gpu_loop side_prefetch fusion_plugin fuse_attn lm_head_fusion}; do
@@ -99,7 +85,7 @@ PY
       $H --model $G --mode prefill --sweep matmul=auto,gemv >>"$OUT/sweep.jsonl" 2>>"$OUT/err.txt"
       $H --model $G --mode ttft --sweep matmul=auto,gemv >>"$OUT/sweep.jsonl" 2>>"$OUT/err.txt"
       for q in q4_k_m q8_0; do
-        [ -f /tmp/g1b-$q.gguf ] || $B convert $G --quant $q --out /tmp/g1b-$q.gguf --no-manifest --quiet
+        model gemma-$q >/dev/null
         $H --model /tmp/g1b-$q.gguf --mode decode --sweep q_layout=row_wise,column_wise,flat \
            --sweep q_matmul=fused,dequant_f16 >>"$OUT/sweep.jsonl" 2>>"$OUT/err.txt"
       done
@@ -114,7 +100,7 @@ PY
       ;;
     qdecode)  # decode only (issue-7 shape), quantised Gemma: fused per layout against the f16 copy
       for q in ${QUANTS:-q4_k_m q8_0}; do
-        [ -f /tmp/g1b-$q.gguf ] || $B convert $G --quant $q --out /tmp/g1b-$q.gguf --no-manifest --quiet
+        model gemma-$q >/dev/null
         for h in "q_matmul=fused q_layout=row_wise" "q_matmul=fused q_layout=flat" "q_matmul=dequant_f16"; do
           hs=""; for kv in $h; do hs="$hs --hint $kv"; done
           timeout 200 $B recipes/bench/decode.lua --model /tmp/g1b-$q.gguf --prompt-tokens 32 --tokens 128 --runs 2 \
@@ -132,7 +118,7 @@ for l in open(sys.argv[1]):
 PY
       ;;
     qx)  # int8 activations in gemv_q (gemv_q_x; docs/BENCHMARKS.md 14b): the GEMV shapes, then fused decode
-      [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+      model gemma-q4_k_m >/dev/null
       timeout 250 $B recipes/bench/gemv.lua --dtype q4_k,q6_k --hint q_matmul=fused --hint q_layout=flat \
         --sweep gemv_q_x=act,q8,q8x2 --table >"$OUT/gemv_qx.md" 2>>"$OUT/err.txt"
       for x in act q8 q8x2; do for l in flat row_wise; do
@@ -156,7 +142,7 @@ PY
     qxauto)  # gemv_q_x=auto per matrix against act everywhere (the rule before session 9; docs/BENCHMARKS.md 16d)
       fused_rule_ab qxauto act gemv_q_x=act ;;
     ab)  # A/B of two builds in one run: $OLD (another doppler binary) against build-h100, issue-7 decode shape
-      [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+      model gemma-q4_k_m >/dev/null
       for bin in ${OLD:-} $B; do
         for m in "$G" "/tmp/g1b-q4_k_m.gguf --hint q_matmul=fused --hint q_layout=flat" "/tmp/g1b-q4_k_m.gguf"; do
           timeout 200 $bin recipes/bench/decode.lua --model $m --prompt-tokens 32 --tokens 128 --runs 2 \
@@ -175,7 +161,7 @@ for l in open(sys.argv[1]):
 PY
       ;;
     tune)  # doppler tune on Gemma 3 1B Q4_K_M (the issue-7 model), then the issue-7 decode with the tuned hints
-      [ -f /tmp/g1b-q4_k_m.gguf ] || $B convert $G --quant q4_k_m --out /tmp/g1b-q4_k_m.gguf --no-manifest --quiet
+      model gemma-q4_k_m >/dev/null
       timeout 400 $B tune --model /tmp/g1b-q4_k_m.gguf ${TUNE_ARGS:---quick} --json >"$OUT/tune.json" 2>"$OUT/tune.txt"
       tail -3 "$OUT/tune.txt"
       H=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(' '.join('--hint %s=%s' % kv for kv in d['hints'].items()))" "$OUT/tune.json")
