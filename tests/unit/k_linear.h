@@ -1,7 +1,7 @@
 /*
-** tests/unit/k_linear.h: what the matrix-kernel tests share: a device + recorder context with a
-** deterministic generator, and 1-D tensor upload/download in f32/f16/bf16 (values already rounded to the
-** dtype on the host). Include after cmocka.h; test programs only.
+** tests/unit/k_linear.h: what the matrix-kernel tests share: k_gpu.h's device + recorder context (as `ctx`, set up
+** by lin_setup with these tests' own seed), and 1-D tensor upload/download in f32/f16/bf16 (values already
+** rounded to the dtype on the host). Include after cmocka.h; test programs only.
 */
 #ifndef DP_TEST_K_LINEAR_H
 #define DP_TEST_K_LINEAR_H
@@ -12,13 +12,18 @@
 #include "gpu/recorder.h"
 #include "gpu/tensor.h"
 
+#include "k_gpu.h"
 #include "k_unroll.h"
 
-typedef struct ctx {
-    dp_device   *dev;
-    dp_recorder *rec;
-    uint64_t     rng;
-} ctx;
+typedef kg_ctx ctx;
+
+/* kg_setup, with the generator at the seed these tests' cases were written against (pair with kg_teardown). */
+static inline int lin_setup(void **state)
+{
+    if (kg_setup(state) != 0) return -1;
+    ((ctx *)*state)->rng = 0x5eed1234u;
+    return 0;
+}
 
 #define CHECK_OK(call)                                                                  \
     do {                                                                                \

@@ -292,39 +292,11 @@ static void test_multi(void **state)
     assert_int_equal(dp_device_validation_count(c->dev), 0);
 }
 
-static int setup(void **state)
-{
-    ctx *c = calloc(1, sizeof *c);
-    dp_err e = {0};
-    if (!c) return -1;
-    c->rng = 0x5eed1234u;
-    if (dp_device_open(NULL, &c->dev, &e) != DP_OK || dp_recorder_create(c->dev, &c->rec, &e) != DP_OK) {
-        fprintf(stderr, "setup: %s\n", e.msg);
-        dp_recorder_destroy(c->rec);
-        dp_device_close(c->dev);
-        free(c);
-        return -1;
-    }
-    *state = c;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    ctx *c = *state;
-    uint64_t msgs = dp_device_validation_count(c->dev);
-    dp_recorder_destroy(c->rec);
-    dp_device_close(c->dev);
-    free(c);
-    if (msgs) fprintf(stderr, "validation layer reported %llu message(s)\n", (unsigned long long)msgs);
-    return msgs == 0 ? 0 : -1;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_glu),
         cmocka_unit_test(test_multi),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, lin_setup, kg_teardown);
 }
