@@ -56,6 +56,7 @@ function M.options(mode)
       { "--seed", "S", "sampling seed", type = "int", default = 0 },
       { "--label", "TEXT", "extra 'label' key in every line (e.g. the machine)" },
       { "--table", nil, "print a markdown table instead of JSON lines" },
+      { "--latencies", nil, "add latencies_ms: every decode step's ms (a chunk's wall time shared by its steps)" },
     },
   }
 end
@@ -253,6 +254,7 @@ function M.main(mode, argv)
     row.decode_tok_s = N > 0 and N / r.decode_s or nil
     row.p50_ms = M.percentile(ms, 0.5)
     row.p90_ms = M.percentile(ms, 0.9)
+    if o.latencies then row.latencies_ms = ms end
     row.submits_per_token = r.submits_per_token
     row.readback_bytes_per_token = r.readback_per_token
     row.upload_bytes_per_token = r.upload_per_token

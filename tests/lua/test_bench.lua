@@ -111,6 +111,21 @@ check.case("decode.lua: one JSON line per run with every key (gemma3-tiny)", fun
   end
 end)
 
+check.case("decode.lua --latencies: every decode step's ms, whose percentiles are p50 and p90", function()
+  local rows = bench("decode", { "--model", GEMMA, "--prompt-tokens", "4", "--tokens", "6", "--runs", "1",
+                                 "--no-profile", "--latencies" })
+  check.eq(#rows, 1, "lines")
+  local ms = rows[1].latencies_ms
+  check.truthy(type(ms) == "table", "latencies_ms is an array")
+  check.eq(#ms, 6, "one latency per decode step")
+  for i, v in ipairs(ms) do check.truthy(type(v) == "number" and v > 0, "step " .. i .. " took > 0 ms") end
+  check.eq(bench_lib.percentile(ms, 0.5), rows[1].p50_ms, "p50 is the latencies' median")
+  check.eq(bench_lib.percentile(ms, 0.9), rows[1].p90_ms, "p90 likewise")
+  local plain = bench("decode", { "--model", GEMMA, "--prompt-tokens", "4", "--tokens", "2", "--runs", "1",
+                                  "--no-profile" })
+  check.eq(plain[1].latencies_ms, nil, "no latencies_ms without the option")
+end)
+
 check.case("prefill.lua: chunked prompt, hints reported (llama3-tiny)", function()
   local rows = bench("prefill", { "--model", LLAMA, "--prompt-tokens", "40", "--tokens", "2", "--runs", "1",
                                   "--profile-tokens", "1", "--hint", "prefill_chunk=16" })
