@@ -1,12 +1,9 @@
 /*
 ** gpu/prefetch.c: the side prefetcher (see prefetch.h).
-** Two small allocations in memory that is both device-local and host-visible: the control words
-** (shaders/include/dp_prefetch.glsl), which the side kernel polls at L2 speed and the host resets or flags
-** through the mapping, and the schedule: first[stages + 1] (u32: each stage's first range), then the ranges as
-** uvec4 (address lo, hi, bytes lo, hi). The host writes either only while no side kernel runs, except the quit
-** flag. Not from the buffer pool: its blocks are device-local or host memory (256 MiB each, while memory both
-** device-local and host-visible may be a 256 MiB window in all), and only these two buffers are used by both
-** queue families (concurrent sharing).
+** Two small allocations both queues use (gpu/side_mem.h): the control words (shaders/include/dp_prefetch.glsl),
+** which the side kernel polls at L2 speed and the host resets or flags through the mapping, and the schedule:
+** first[stages + 1] (u32: each stage's first range), then the ranges as uvec4 (address lo, hi, bytes lo, hi).
+** The host writes either only while no side kernel runs, except the quit flag.
 */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -16,7 +13,9 @@
 #include "gpu/kernel.h"
 #include "gpu/prefetch.h"
 #include "gpu/recorder.h"
+#include "gpu/side_mem.h"
 #include "gpu/vkcheck.h"
+#include "gpu/warmup.h"
 
 #define SECTOR 32u        /* what one load of the side kernel brings into L2 */
 #define CTL_QUIT 4160u    /* as in dp_prefetch.glsl */
@@ -34,19 +33,11 @@ typedef struct pf_list {
     uint32_t  n, cap;
 } pf_list;
 
-typedef struct pf_mem {
-    VkBuffer       buf;
-    VkDeviceMemory mem;
-    void          *map;
-    uint64_t       addr, size;
-} pf_mem;
-
 struct dp_prefetch {
     dp_device       *dev;
     dp_prefetch_opts o;
     dp_kernel       *signal, *side;
-    uint32_t         mem_type;
-    pf_mem           ctl, schedule;
+    dp_side_mem      ctl, schedule;
     VkCommandBuffer  cmd;
     VkFence          fence;
     pf_list          reads, writes;
@@ -60,63 +51,6 @@ void dp_prefetch_opts_default(dp_prefetch_opts *o)
 {
     *o = (dp_prefetch_opts){.depth = 1, .groups = 32, .wg = 256, .min_bytes = 256u << 10, .max_bytes = 24u << 20,
                             .copies = 32};
-}
-
-static uint32_t shared_type(const dp_device *dev)
-{
-    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                       VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    for (uint32_t i = 0; i < dev->mem.memoryTypeCount; i++)
-        if ((dev->mem.memoryTypes[i].propertyFlags & want) == want) return i;
-    return UINT32_MAX;
-}
-
-static void mem_free(dp_device *dev, pf_mem *m)
-{
-    if (m->buf) vkDestroyBuffer(dev->device, m->buf, NULL);
-    if (m->mem) vkFreeMemory(dev->device, m->mem, NULL);   /* unmaps */
-    memset(m, 0, sizeof *m);
-}
-
-/* A mapped buffer of `size` bytes that both queue families use. */
-static dp_status mem_alloc(dp_prefetch *pf, uint64_t size, pf_mem *m, dp_err *err)
-{
-    dp_status st;
-    dp_device *dev = pf->dev;
-    VkDevice d = dev->device;
-    uint32_t fams[2] = {dev->qfamily, dev->side_family};
-    bool two = dev->side_family != dev->qfamily;
-    VkBufferCreateInfo bi = {
-        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
-        .size = size,
-        .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
-        .sharingMode = two ? VK_SHARING_MODE_CONCURRENT : VK_SHARING_MODE_EXCLUSIVE,
-        .queueFamilyIndexCount = two ? 2 : 0,
-        .pQueueFamilyIndices = two ? fams : NULL,
-    };
-    memset(m, 0, sizeof *m);
-    if ((st = DP_VK(err, vkCreateBuffer(d, &bi, NULL, &m->buf))) != DP_OK) { m->buf = VK_NULL_HANDLE; return st; }
-    VkMemoryRequirements req;
-    vkGetBufferMemoryRequirements(d, m->buf, &req);
-    if (!(req.memoryTypeBits & (1u << pf->mem_type))) {
-        mem_free(dev, m);
-        return DP_FAIL(err, DP_EGPU, "side prefetch: the control buffer cannot live in memory type %u", pf->mem_type);
-    }
-    VkMemoryAllocateFlagsInfo fl = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO, .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
-    VkMemoryAllocateInfo ai = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &fl, .allocationSize = req.size,
-        .memoryTypeIndex = pf->mem_type};
-    if ((st = DP_VK(err, vkAllocateMemory(d, &ai, NULL, &m->mem))) != DP_OK) { m->mem = VK_NULL_HANDLE; goto fail; }
-    if ((st = DP_VK(err, vkBindBufferMemory(d, m->buf, m->mem, 0))) != DP_OK) goto fail;
-    if ((st = DP_VK(err, vkMapMemory(d, m->mem, 0, VK_WHOLE_SIZE, 0, &m->map))) != DP_OK) goto fail;
-    VkBufferDeviceAddressInfo bai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = m->buf};
-    m->addr = vkGetBufferDeviceAddress(d, &bai);
-    m->size = size;
-    return DP_OK;
-fail:
-    mem_free(dev, m);
-    return st;
 }
 
 static dp_status push(pf_list *l, uint64_t addr, uint64_t size, uint32_t stage, dp_err *err)
@@ -141,19 +75,18 @@ dp_status dp_prefetch_create(dp_device *dev, const dp_prefetch_opts *o, dp_prefe
         return DP_FAIL(err, DP_EINVAL, "side prefetch: depth %u, groups %u, wg %u, copies %u (1..%u), bytes %llu..%llu: "
                        "out of range", o->depth, o->groups, o->wg, o->copies, MAX_COPIES,
                        (unsigned long long)o->min_bytes, (unsigned long long)o->max_bytes);
-    if (!dev->side_queue || shared_type(dev) == UINT32_MAX) return DP_OK;
+    if (!dev->side_queue || dp_side_mem_type(dev) == UINT32_MAX) return DP_OK;
     dp_prefetch *pf = calloc(1, sizeof *pf);
     if (!pf) return DP_FAIL(err, DP_ENOMEM, "out of host memory creating the side prefetcher");
     pf->dev = dev;
     pf->o = *o;
-    pf->mem_type = shared_type(dev);
     dp_kconst sc[] = {{"WG", o->copies}};
     dp_kernel_desc sd = {.file = "loop/prefetch_signal.comp", .constants = sc, .n_constants = 1};
     dp_kconst kc[] = {{"WG", o->wg}, {"COPIES", o->copies}};
     dp_kernel_desc kd = {.file = "loop/prefetch.comp", .constants = kc, .n_constants = 2};
     if ((st = dp_kernel_get(dev, &sd, &pf->signal, err)) != DP_OK) goto fail;
     if ((st = dp_kernel_get(dev, &kd, &pf->side, err)) != DP_OK) goto fail;
-    if ((st = mem_alloc(pf, CTL_WORDS * 4, &pf->ctl, err)) != DP_OK) goto fail;
+    if ((st = dp_side_mem_alloc(dev, CTL_WORDS * 4, &pf->ctl, err)) != DP_OK) goto fail;
     memset(pf->ctl.map, 0, CTL_WORDS * 4);
     VkCommandBufferAllocateInfo ai = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
@@ -199,8 +132,8 @@ void dp_prefetch_destroy(dp_prefetch *pf)
     VkDevice d = pf->dev->device;
     if (pf->fence) vkDestroyFence(d, pf->fence, NULL);
     if (pf->cmd) vkFreeCommandBuffers(d, pf->dev->side_cmd_pool, 1, &pf->cmd);
-    mem_free(pf->dev, &pf->schedule);
-    mem_free(pf->dev, &pf->ctl);
+    dp_side_mem_free(pf->dev, &pf->schedule);
+    dp_side_mem_free(pf->dev, &pf->ctl);
     free(pf->reads.v);
     free(pf->writes.v);
     free(pf);
@@ -279,8 +212,8 @@ dp_status dp_prefetch_finish(dp_prefetch *pf, dp_err *err)
     uint64_t first_bytes = ((uint64_t)(stages + 1) * 4 + 15) & ~15ull;
     uint64_t bytes = first_bytes + (uint64_t)(pf->reads.n ? pf->reads.n : 1) * 16;
     if (pf->schedule.size < bytes) {
-        mem_free(pf->dev, &pf->schedule);
-        if ((st = mem_alloc(pf, bytes, &pf->schedule, err)) != DP_OK) return st;
+        dp_side_mem_free(pf->dev, &pf->schedule);
+        if ((st = dp_side_mem_alloc(pf->dev, bytes, &pf->schedule, err)) != DP_OK) return st;
     }
     uint32_t *first = pf->schedule.map;
     uint32_t (*ranges)[4] = (void *)((uint8_t *)pf->schedule.map + first_bytes);
@@ -347,6 +280,7 @@ dp_status dp_prefetch_before_run(dp_device *dev, dp_prefetch *pf, bool replay, d
     if (!mine) return DP_OK;
     if ((st = reap(pf, err)) != DP_OK) return st;
     if (pf->running) return DP_OK;
+    dp_warmup_stop(dev);   /* the side queue is the prefetcher's now */
     /* Neither queue runs pf's work now: the count restarts at 0 for the side kernel's run 0. */
     memset(pf->ctl.map, 0, CTL_WORDS * 4);
     atomic_thread_fence(memory_order_seq_cst);
