@@ -16,6 +16,7 @@
 #include "gpu/profiler.h"
 #include "gpu/shader.h"
 #include "gpu/vkcheck.h"
+#include "gpu/warmup.h"
 
 #define VALIDATION_LAYER "VK_LAYER_KHRONOS_validation"
 #define INSTALL_HINT "install a Vulkan driver; for a CPU-only machine lavapipe: `apt-get install mesa-vulkan-drivers`"
@@ -700,6 +701,7 @@ void dp_device_close(dp_device *dev)
     if (!dev) return;
     if (dev->device) {
         dp_prefetch_quiesce(dev);   /* a side kernel would otherwise run on until its spin limit */
+        dp_warmup_destroy(dev);
         vkDeviceWaitIdle(dev->device);
         dp_kernel_cache_destroy(dev);
         if (dev->pool) dp_pool_release(dev->pool, &dev->staging);
@@ -726,6 +728,8 @@ dp_status dp_device_submit_wait(dp_device *dev, VkCommandBuffer cmd, VkFence fen
         .commandBufferCount = 1,
         .pCommandBuffers = &cmd,
     };
+    /* a warm-up on this very queue would hold the submit back until it ran out of polls */
+    if (dev->side_on_main) dp_warmup_stop(dev);
     if ((st = DP_VK(err, vkQueueSubmit(dev->queue, 1, &si, fence))) != DP_OK) return st;
     dev->submits++;
     VkResult r = vkWaitForFences(dev->device, 1, &fence, VK_TRUE, (uint64_t)dev->timeout_ms * 1000000ull);

@@ -21,6 +21,7 @@ struct dp_device {
     bool                     side_on_main;       /* dp_device_opts.side_on_main */
     VkCommandPool            side_cmd_pool;
     struct dp_prefetch      *side_active;        /* whose side kernel runs now (gpu/prefetch.c), or NULL */
+    struct dp_warmup        *warmup;             /* the clock warm-up (gpu/warmup.c), made at its first start */
     uint64_t                 side_submits;       /* of the submits, those on the side queue */
     uint32_t                 qfamily;
     VkPhysicalDeviceMemoryProperties mem;

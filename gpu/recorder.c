@@ -14,6 +14,7 @@
 #include "gpu/profiler.h"
 #include "gpu/recorder.h"
 #include "gpu/vkcheck.h"
+#include "gpu/warmup.h"
 
 #define QUERY_CHUNK 512   /* timestamps per query pool: 256 dispatches */
 
@@ -621,6 +622,8 @@ dp_status dp_recorder_update(dp_recorder *r, const dp_buffer *dst, uint64_t offs
 
 static dp_status run(dp_recorder *r, const char *what, bool replay, dp_err *err)
 {
+    /* A replay is the steady state (decode steps, GPU-loop chunks): the GPU is busy, the warm-up's work done. */
+    if (replay) dp_warmup_stop(r->dev);
     dp_status st = dp_prefetch_before_run(r->dev, r->pf, replay, err);
     if (st != DP_OK) return st;
     st = dp_device_submit_wait(r->dev, r->cmd, r->fence, what, err);

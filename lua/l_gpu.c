@@ -27,6 +27,7 @@
 #include "gpu/profiler.h"
 #include "gpu/recorder.h"
 #include "gpu/tensor.h"
+#include "gpu/warmup.h"
 #include "lua/l_gpu.h"
 #include "lua/l_modules.h"
 #include "lua/l_util.h"
@@ -236,6 +237,37 @@ static int device_submits(lua_State *L)
 static int device_side_submits(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)dp_device_side_submit_count(dp_lua_check_device(L, 1)->dev));
+    return 1;
+}
+
+/* dev:warmup_start(polls) -> whether the clock warm-up runs now (gpu/warmup.h; false where the device has no
+** side queue); dev:warmup_stop(); dev:warmup_stats() -> { starts =, last_polls =, running = } */
+static int device_warmup_start(lua_State *L)
+{
+    dp_device *dev = dp_lua_check_device(L, 1)->dev;
+    lua_Integer polls = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, polls >= 0 && polls <= UINT32_MAX, 2, "polls out of range (0 .. 2^32 - 1)");
+    bool started = false;
+    dp_err err = {0};
+    if (dp_warmup_start(dev, (uint32_t)polls, &started, &err) != DP_OK) return dp_lua_raise(L, &err);
+    lua_pushboolean(L, started);
+    return 1;
+}
+
+static int device_warmup_stop(lua_State *L)
+{
+    dp_warmup_stop(dp_lua_check_device(L, 1)->dev);
+    return 0;
+}
+
+static int device_warmup_stats(lua_State *L)
+{
+    dp_warmup_stats s;
+    dp_warmup_get_stats(dp_lua_check_device(L, 1)->dev, &s);
+    lua_newtable(L);
+    lua_pushinteger(L, (lua_Integer)s.starts), lua_setfield(L, -2, "starts");
+    lua_pushinteger(L, (lua_Integer)s.last_polls), lua_setfield(L, -2, "last_polls");
+    lua_pushboolean(L, s.running), lua_setfield(L, -2, "running");
     return 1;
 }
 
@@ -913,6 +945,8 @@ void dp_lua_register_gpu(lua_State *L, int module)
         {"tensor", device_tensor},       {"kernel", device_kernel},     {"recorder", device_recorder},
         {"caps", device_caps},           {"pool_stats", device_pool_stats}, {"profile", device_profile},
         {"submits", device_submits},     {"side_submits", device_side_submits},
+        {"warmup_start", device_warmup_start}, {"warmup_stop", device_warmup_stop},
+        {"warmup_stats", device_warmup_stats},
         {"validation_count", device_validation_count}, {"close", device_close}, {NULL, NULL},
     };
     static const luaL_Reg tensor_methods[] = {

@@ -59,6 +59,8 @@ M.known = {
                     doc = "fusion rules (docs/OPS.md, Fusions): on, off, NAME,NAME (only those) or -NAME,-NAME (all but those)" },
   side_prefetch = { values = { "auto", "on", "off" }, default = "auto",
                     doc = "decode passes (T <= 4): a kernel on a second queue reads each stage's weights into L2 while the stage before it runs (gpu/prefetch.h); auto: on where the device has a second compute queue family and is not a CPU (decode 1.02-1.04x on the H100, docs/BENCHMARKS.md session 20), on: wherever it can run (an error where it cannot), off: never" },
+  clock_warmup  = { values = { "auto", "on", "off" }, default = "auto",
+                    doc = "while the host loads weights or compiles a plan, one workgroup spins on a second queue so that the GPU's clock is up when the passes run (gpu/warmup.h; on the H100 the first ~0.2 s of passes after a pause of the GPU ran ~4x slower, docs/BENCHMARKS.md session 31); auto: where the device has a second compute queue family and is not a CPU, on: wherever it can run (an error where it cannot), off: never" },
   glu_down      = { values = { "auto", "on", "off" }, default = "auto",
                     doc = "one-token passes: gate+up, the activation and down in one dispatch (fusion glu_down: matmul/gemv_q.comp's DP_DOWN, the down projection added into a 64-bit fixed-point sum with atomics; quantised gate+up in blocks, or with `on` float gate+up and an f16 down: fused/glu_down_float.comp; f16 activations, int64 atomics); auto: on for quantised gate+up where the device is not a CPU, on: wherever those hold, off: never" },
   glu_down_cols = { values = { "auto", "f16" }, default = "auto",

@@ -48,6 +48,25 @@ local function logits_in_f32(node)
   if n and n.op == "linear" then n.attrs.lm_head = true end
 end
 
+-- The clock warm-up (gpu/warmup.h, hint clock_warmup) while the host works alone, loading weights or compiling
+-- a plan: an idle GPU lowers its clock, and the first passes after a pause ran ~4x slower on the H100 until it
+-- rose again (docs/BENCHMARKS.md, session 31). It ends when a recording is replayed or the side prefetcher
+-- starts, or after WARM_POLLS polls of its quit word: 2.5-3 s on the H100 (0.15-0.19 us a poll, run 38b/38c),
+-- after which the driver keeps the clock up for another 1.5-3 s; a longer load starts it again per tensor.
+local WARM_POLLS = 16000000
+
+local function warm_up(dev, h)
+  local mode = h:get("clock_warmup")
+  if mode == "off" then return end
+  local caps = dev:caps()
+  if mode == "auto" and (not caps.side_queue or caps.type == "cpu") then return end
+  if not dev:warmup_start(WARM_POLLS) and mode == "on" then
+    error(("clock_warmup=on, but %s has no second compute queue (DOPPLER_SIDE_QUEUE=main runs it on the main one)")
+          :format(caps.name), 0)
+  end
+end
+M.warm_up = warm_up
+
 function M.open(recipe, model, opts)
   local h = opts.hints
   local dev = opts.device or doppler.device()
@@ -73,8 +92,13 @@ function M.open(recipe, model, opts)
   if type(s.norm_offset) == "function" then s.norm_offset = s.norm_offset({ kind = model:kind(), model = model }) end
   s.norm_offset = s.norm_offset or 0
 
+  warm_up(dev, h)
+  local progress = function(i, n, name)
+    warm_up(dev, h)   -- a no-op while it runs; starts it again if it ran out during a long load
+    if opts.progress then opts.progress(i, n, name) end
+  end
   local t0 = os.clock()
-  s.weights, s.weight_info = weights.load(dev, recipe, model, cfg, h, opts.progress)
+  s.weights, s.weight_info = weights.load(dev, recipe, model, cfg, h, progress)
   s.load_seconds = os.clock() - t0
 
   -- KV caches: global layers hold the whole context; a sliding layer holds its window (plus a
@@ -213,6 +237,7 @@ function Session:plan_for(T, all_rows)
     arena = self.arena,
     bound_outputs = { next = self.inputs.next },
   }
+  warm_up(self.dev, self.hints)
   p = plan.compile(self.dev, g, env)
   if p.arena ~= self.arena then
     -- A larger arena: earlier plans keep their own (still valid) arena; later ones share this.
@@ -242,6 +267,7 @@ function Session:loop_plan(steps)
   }
   env.loop = { steps = steps, record = loop.record, next = self.inputs.next, ids = env.inputs.ids,
                pos = env.inputs.pos, state = bufs.state, out = bufs.out, skip = self.hints:get("loop_skip") }
+  warm_up(self.dev, self.hints)
   p = plan.compile(self.dev, self:graph(false), env)
   if p.arena ~= self.arena then self.arena = p.arena end
   p.loop_bufs = bufs

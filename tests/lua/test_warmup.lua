@@ -1,0 +1,117 @@
+-- The clock warm-up (gpu/warmup.h, hint clock_warmup): one workgroup spinning on a second queue while the host
+-- loads weights or compiles a plan, so that the GPU's clock is up when the passes run. lavapipe has one queue,
+-- so these tests run it on the main queue (doppler.open_device{ side_queue = "main" }), where every main-queue
+-- submit stops it first: what they check is what must hold on any device. The kernel runs and counts its polls
+-- up to its limit; it is stopped on request and by a main-queue submit; a session starts it at open and at each
+-- plan it compiles, and its ids are the bits of the same model without it; a device without a second queue
+-- never starts it (auto) or refuses clock_warmup=on with a message. Whether it raises the clock is for the
+-- H100 (docs/BENCHMARKS.md, session 31).
+package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
+local check = require "lib.check"
+local doppler = require "doppler"
+local session = require "doppler.session"
+local hints = require "doppler.hints"
+local recipes = require "doppler.recipes"
+local sampler = require "doppler.sampler"
+local generate = require "doppler.generate"
+
+local PROMPT = { 2, 10, 20, 30, 7, 11, 3, 5 }
+local side_dev = doppler.open_device { side_queue = "main" }
+local plain_dev = doppler.device()
+
+-- Until the warm-up has ended by itself (its fence), or `seconds` pass.
+local function wait_end(dev, seconds)
+  local t = doppler.clock()
+  while dev:warmup_stats().running and doppler.clock() - t < seconds do end
+  return dev:warmup_stats()
+end
+
+check.case("the kernel runs and counts its polls up to its limit", function()
+  local before = side_dev:warmup_stats().starts
+  check.truthy(side_dev:warmup_start(100), "a device with a side queue (here the main one) starts it")
+  local st = wait_end(side_dev, 10)
+  check.eq(st.running, false, "it ends by itself")
+  check.eq(st.starts, before + 1, "one start")
+  check.eq(st.last_polls, 100, "its polls: exactly the limit (nobody stopped it)")
+  check.truthy(side_dev:warmup_start(37), "started again after it ended")
+  check.eq(wait_end(side_dev, 10).last_polls, 37, "the second run's polls")
+end)
+
+check.case("stop ends it, and a main-queue submit does not wait for its limit", function()
+  check.truthy(side_dev:warmup_start(2000000000), "started with a limit of 2e9 polls")
+  side_dev:warmup_stop()
+  local st = side_dev:warmup_stats()
+  check.eq(st.running, false, "stopped")
+  -- llvmpipe ends a loop after 65535 trips (LP_MAX_TGSI_LOOP_ITERATIONS), long before 2e9 polls: only a GPU
+  -- shows that the quit word ended it (the H100 stage runs this file too)
+  if side_dev:caps().type ~= "cpu" then
+    check.truthy(st.last_polls < 2000000000, "it left at the quit word: " .. st.last_polls .. " polls")
+  end
+  check.truthy(side_dev:warmup_start(2000000000), "started again")
+  local t = side_dev:tensor { dtype = "f32", shape = { 4 } }
+  t:upload({ 1, 2, 3, 4 })   -- a main-queue submit: it stops the warm-up on this queue first
+  check.eq(side_dev:warmup_stats().running, false, "the upload's submit stopped it")
+  check.eq(t:download()[3], 3, "and the upload went through")
+  side_dev:warmup_stop()   -- none runs: a no-op
+  check.eq(plain_dev:warmup_start(100), false, "lavapipe's own queue setup has no second queue: not started")
+  check.eq(plain_dev:warmup_stats().starts, 0, "nothing launched")
+  local ok, err = pcall(side_dev.warmup_start, side_dev, -1)
+  check.truthy(not ok and tostring(err):find("polls out of range"), "a negative limit is refused: " .. tostring(err))
+end)
+
+local function open(name, dev, mode)
+  local path = check.fixtures .. "/models/" .. name
+  local m = doppler.open_model(path)
+  local recipe = recipes.for_config(doppler.read_json(path .. "/config.json"), path)
+  local h = hints.new()
+  h:set("clock_warmup", mode, "test")
+  local s = session.open(recipe, m, { hints = h, context = 128, device = dev })
+  return { s = s, h = h, recipe = recipe }
+end
+
+local function run(M, chunk, n)
+  M.h:set("decode_chunk", chunk, "test")
+  M.s:reset()
+  local ids = {}
+  local decode = M.recipe.decode or generate.decode
+  decode(M.s, PROMPT, { max_tokens = n, sampler = sampler.new(M.s, { temperature = 0 }), stops = {} },
+         function(id) ids[#ids + 1] = id end)
+  return ids
+end
+
+for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
+  check.case(name .. ": a session starts it at open and per plan compiled; the same ids as without it", function()
+    local A = open(name, plain_dev, "auto")
+    check.eq(plain_dev:warmup_stats().starts, 0, "auto on a CPU device without a second queue: never started")
+    local s0 = side_dev:warmup_stats().starts
+    local B = open(name, side_dev, "on")
+    -- on the main queue each upload's submit stops it and the next tensor starts it again; on a second queue
+    -- it runs through the load
+    check.truthy(side_dev:warmup_stats().starts > s0, "started while the weights loaded")
+    for _, chunk in ipairs({ 16, 1 }) do
+      local before = side_dev:warmup_stats().starts
+      local want, got = run(A, chunk, 20), run(B, chunk, 20)
+      check.eq(#got, 20, "tokens")
+      for i = 1, #want do check.eq(got[i], want[i], ("chunk %d, token %d"):format(chunk, i)) end
+      -- chunk 16 compiles the prompt's, the step's and the GPU loop's plans; chunk 1 only replays them
+      local started = side_dev:warmup_stats().starts - before
+      if chunk == 16 then check.truthy(started >= 1, "started again for the plans compiled")
+      else check.eq(started, 0, "no plan compiled, no start") end
+      check.eq(side_dev:warmup_stats().running, false, "not running after the decode's submits")
+    end
+    local C = open(name, side_dev, "off")
+    local s1 = side_dev:warmup_stats().starts
+    run(C, 16, 4)
+    check.eq(side_dev:warmup_stats().starts, s1, "off: never started")
+  end)
+end
+
+check.case("clock_warmup=on on a device without a second queue: an error naming the device", function()
+  local ok, err = pcall(open, "gemma3-tiny", plain_dev, "on")
+  check.truthy(not ok, "refused")
+  check.truthy(tostring(err):find("clock_warmup=on") and tostring(err):find(plain_dev:caps().name, 1, true),
+               "the message: " .. tostring(err))
+end)
+
+
+check.done()
