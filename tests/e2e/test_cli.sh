@@ -65,6 +65,10 @@ expect "unknown option" nz "unknown option '--bogus'" -- "$BIN" recipes/gemma3.l
 # VK_KHR_pipeline_executable_properties) one line saying there are none; generation runs either way
 expect "DOPPLER_KERNEL_STATS=1" 0 "doppler: kernel stats: attention_decode .*local [0-9]+x1x1:|has no VK_KHR_pipeline_executable_properties; no kernel statistics" -- \
   env DOPPLER_KERNEL_STATS=1 "$BIN" recipes/gemma3.lua --model "$M" --ids 1,2 --max-tokens 2 --quiet
+# The speed report: plans compiled on first use are reported apart from the decoding they precede.
+expect "speed report: compile time apart" 0 \
+  "3 prompt tokens, 20 generated; time to first token [0-9.]+ ms, [0-9.]+ of it compiling plans; [0-9.]+ tok/s decode, after [0-9.]+ ms compiling its plans" -- \
+  "$BIN" run --model "$M" --ids 2,5,7 --max-tokens 20
 expect "prompt longer than the context" nz "exceed the context of 4" -- \
   "$BIN" recipes/gemma3.lua --model "$M" --ids 1,2,3,4,5,6 --hint context=4 --quiet
 expect "token id outside the vocabulary" nz "token id 999999 is outside the vocabulary" -- \

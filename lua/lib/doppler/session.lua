@@ -85,6 +85,7 @@ function M.open(recipe, model, opts)
     act = act, kv = kv, context = opts.context or h:get("context"),
     chunk = h:get("prefill_chunk"), pos = 0, plans = {}, graphs = {}, constants = {},
     passes = 0, upload_bytes = 0, readback_bytes = 0,
+    plans_compiled = 0, plan_seconds = 0,   -- what compiling plans took (doppler run reports it apart)
   }, Session)
   s.chunk = math.min(s.chunk, s.context)
   s.norm_offset = recipe.norm_offset
@@ -207,6 +208,16 @@ function Session:constant(name, values)
   return t
 end
 
+-- plan.compile, timed (plans_compiled, plan_seconds), with the clock warm-up running while the host works.
+function Session:compile(g, env)
+  warm_up(self.dev, self.hints)
+  local t = doppler.clock()
+  local p = plan.compile(self.dev, g, env)
+  self.plans_compiled = self.plans_compiled + 1
+  self.plan_seconds = self.plan_seconds + (doppler.clock() - t)
+  return p
+end
+
 -- The plan for a pass of T tokens.
 function Session:plan_for(T, all_rows)
   local key = T .. (all_rows and "a" or "l")
@@ -237,8 +248,7 @@ function Session:plan_for(T, all_rows)
     arena = self.arena,
     bound_outputs = { next = self.inputs.next },
   }
-  warm_up(self.dev, self.hints)
-  p = plan.compile(self.dev, g, env)
+  p = self:compile(g, env)
   if p.arena ~= self.arena then
     -- A larger arena: earlier plans keep their own (still valid) arena; later ones share this.
     self.arena = p.arena
@@ -267,8 +277,7 @@ function Session:loop_plan(steps)
   }
   env.loop = { steps = steps, record = loop.record, next = self.inputs.next, ids = env.inputs.ids,
                pos = env.inputs.pos, state = bufs.state, out = bufs.out, skip = self.hints:get("loop_skip") }
-  warm_up(self.dev, self.hints)
-  p = plan.compile(self.dev, self:graph(false), env)
+  p = self:compile(self:graph(false), env)
   if p.arena ~= self.arena then self.arena = p.arena end
   p.loop_bufs = bufs
   self.plans[key] = p
@@ -399,7 +408,8 @@ end
 
 function Session:stats()
   local pool = self.dev:pool_stats()
-  return { kv_bytes = self.kv_bytes, pool = pool, weights_bytes = self.weight_info.bytes }
+  return { kv_bytes = self.kv_bytes, pool = pool, weights_bytes = self.weight_info.bytes,
+           plans_compiled = self.plans_compiled, plan_seconds = self.plan_seconds }
 end
 
 return M
