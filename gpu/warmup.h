@@ -1,18 +1,19 @@
 /*
 ** gpu/warmup.h: the clock warm-up. While the host works alone (loading weights, compiling a plan), a tiny
 ** kernel on the side queue (shaders/loop/warmup.comp) keeps the GPU busy, so that its clock is up when the
-** first pass runs: an idle GPU lowers its clock within about a second, and the driver raises it again only
-** after ~0.2 s of work. On the H100 the first ~0.2 s of passes after such a pause ran ~4x slower
-** (docs/BENCHMARKS.md, session 31, run 38a). One workgroup spins on one SM; nothing else is read or written.
+** first pass runs: an idle GPU lowers its clock 1.5-3 s after its last work, and the driver raises it again
+** only after ~0.3 s of new work. On the H100 the first ~0.2-0.3 s of passes after such a pause ran ~4x slower
+** (docs/BENCHMARKS.md, session 31, runs 38a and 38c). One workgroup spins on one SM; nothing else is read or
+** written.
 ** It ends when told to (dp_warmup_stop: every replay of a recording and the side prefetcher's start stop it,
-** gpu/recorder.c, gpu/prefetch.c) or after `polls` polls of its quit word (~0.5-1 us each on the H100).
+** gpu/recorder.c, gpu/prefetch.c) or after `polls` polls of its quit word (0.15-0.22 us each on the H100).
 ** With dp_device_opts.side_on_main (tests on devices with one queue) it runs on the main queue, and every
 ** main-queue submit stops it first.
 **
-**   dp_warmup_start(dev, polls, err)  starts it unless it runs; *started says whether it runs now (false where
-**                                     the device has no side queue or no memory both queues can poll)
-**   dp_warmup_stop(dev)               ends it and waits for it; no-op when none runs
-**   dp_warmup_get_stats(dev, &s)      starts, and the polls of the last one that ended
+**   dp_warmup_start(dev, polls, &started, err)  starts it unless it runs; started: whether it runs now (false
+**                                               where the device has no side queue or no memory both queues poll)
+**   dp_warmup_stop(dev)                         ends it and waits for it; no-op when none runs
+**   dp_warmup_get_stats(dev, &s)                starts, and the polls of the last one that ended
 */
 #ifndef DP_GPU_WARMUP_H
 #define DP_GPU_WARMUP_H

@@ -1,8 +1,8 @@
 #version 460
 // warmup: keeps the GPU busy, and so its clock up, while the host works alone (gpu/warmup.c). An idle GPU
-// lowers its clock within about a second and raises it again only after ~0.2 s of work, so without this the
-// first passes after loading a model or compiling a plan run at a fraction of the clock (docs/BENCHMARKS.md,
-// session 31).
+// lowers its clock 1.5-3 s after its last work and raises it again only after ~0.3 s of new work, so without
+// this the first passes after a long load or a first compile run at a fraction of the clock
+// (docs/BENCHMARKS.md, session 31).
 // Lane 0 of each workgroup polls the host's quit word until it is set or `limit` polls have passed; the
 // first workgroup then stores its poll count (the host reads it: how long the kernel ran, in polls). Nothing
 // else is read or written, so the main queue's work beside it is untouched.

@@ -51,7 +51,7 @@ end
 -- The clock warm-up (gpu/warmup.h, hint clock_warmup) while the host works alone, loading weights or compiling
 -- a plan: an idle GPU lowers its clock, and the first passes after a pause ran ~4x slower on the H100 until it
 -- rose again (docs/BENCHMARKS.md, session 31). It ends when a recording is replayed or the side prefetcher
--- starts, or after WARM_POLLS polls of its quit word: 2.5-3 s on the H100 (0.15-0.19 us a poll, run 38b/38c),
+-- starts, or after WARM_POLLS polls of its quit word: 2.4-3.5 s on the H100 (0.15-0.22 us a poll, run 38b/38c),
 -- after which the driver keeps the clock up for another 1.5-3 s; a longer load starts it again per tensor.
 local WARM_POLLS = 16000000
 
