@@ -30,5 +30,15 @@ check "first turn: 11 template ids + reply in the context" "[ -n '$ctx1' ] && [ 
 check "second turn feeds only the new turn (KV cache reused)" "[ -n '$new2' ] && [ '$new2' -lt '$ctx2' ] && [ \$(( ctx1 + new2 )) -le '$ctx2' ]"
 check "unknown command is reported" "grep -q 'unknown command /bogus' '$TMP/out'"
 check "/reset clears the context" "grep -q 'conversation cleared' '$TMP/out' && echo '$stats3' | grep -q '^\[context 0 /'"
+# The GPU-resident loop (decode_chunk > 1: chunks of 4 here, several per reply) and the step-by-step loop
+# (decode_chunk=1) write the same replies, turn after turn: sampling, stop ids and what the cache holds after
+# each reply (the loop leaves a reply's last id unfed when the token limit ends it) agree.
+conv='Hello there\nAnd a second question?\nA third, longer one, to see more ids?\n'
+for c in 4 1; do
+  printf "$conv" | "$BIN" recipes/gemma3.lua --model "$TMP/m" --chat --max-tokens 11 --temperature 0.8 --seed 5 \
+    --hint decode_chunk=$c >"$TMP/chat$c" 2>"$TMP/err"
+done
+cp "$TMP/chat4" "$TMP/out"
+check "the GPU loop's replies are the step-by-step loop's" "[ -s '$TMP/chat4' ] && cmp -s '$TMP/chat4' '$TMP/chat1'"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -4,6 +4,7 @@
 -- the context is rebuilt from scratch). Commands: /reset, /stats, /help; Ctrl-D leaves;
 -- Ctrl-C stops the reply being generated and returns to the prompt.
 local doppler = require "doppler"
+local generate = require "doppler.generate"
 
 local M = {}
 
@@ -46,9 +47,10 @@ function M.repl(recipe, s, tok, smp, stops, o)
       print("[conversation cleared]")
     elseif line == "/stats" then
       local st = s:stats()
-      print(("[context %d / %d tokens; last reply %d tokens in %.2f s (%.1f tok/s) after %d new prompt tokens; KV cache %.1f MB]"):format(
+      print(("[context %d / %d tokens; last reply %d tokens in %.2f s (%.1f tok/s) after %d new prompt tokens%s; KV cache %.1f MB]"):format(
         s.pos, s.context, last.tokens, last.seconds, last.seconds > 0 and last.tokens / last.seconds or 0,
-        last.prompt, (st.kv_bytes or 0) / 1e6))
+        last.prompt, (last.compile or 0) > 0 and (", besides %.1f ms compiling plans"):format(last.compile * 1e3) or "",
+        (st.kv_bytes or 0) / 1e6))
     elseif line:match("^/") then
       print("unknown command " .. line .. "; /help lists them")
     elseif line:match("%S") then
@@ -66,21 +68,35 @@ function M.repl(recipe, s, tok, smp, stops, o)
       local new = {}
       for i = #fed + 1, #ids do new[#new + 1] = ids[i] end
       local reply, detok = {}, tok:decoder()
-      local t0 = doppler.clock()
+      local t0, c0 = doppler.clock(), s.plan_seconds
       doppler.catch_interrupts()
       local ok, err = pcall(function()
         s:feed(new)
-        for _ = 1, o.max_tokens do
-          local id = smp:next()
-          if stops[id] then break end
-          reply[#reply + 1] = id
-          io.stdout:write(detok:push(id))
-          io.stdout:flush()
-          s:feed({ id })
+        local gen = { max_tokens = o.max_tokens, sampler = smp, stops = stops }
+        if generate.chunked(s, gen) then
+          -- the GPU-resident loop: decode_chunk steps per submit, streamed chunk by chunk (Ctrl-C between chunks)
+          for ids in generate.chunks(s, gen) do
+            for _, id in ipairs(ids) do
+              reply[#reply + 1] = id
+              io.stdout:write(detok:push(id))
+            end
+            io.stdout:flush()
+          end
+        else
+          for _ = 1, o.max_tokens do
+            local id = smp:next()
+            if stops[id] then break end
+            reply[#reply + 1] = id
+            io.stdout:write(detok:push(id))
+            io.stdout:flush()
+            s:feed({ id })
+          end
         end
       end)
       io.stdout:write(detok:finish(), "\n")
-      last = { tokens = #reply, seconds = doppler.clock() - t0, prompt = #new }
+      -- plans compiled for this turn's new shapes are a one-off, not the reply's speed
+      local compile = s.plan_seconds - c0
+      last = { tokens = #reply, seconds = doppler.clock() - t0 - compile, prompt = #new, compile = compile }
       if not ok then
         if tostring(err):find("interrupted!") then
           print("[stopped]")
@@ -89,9 +105,11 @@ function M.repl(recipe, s, tok, smp, stops, o)
         end
       end
       messages[#messages + 1] = { role = "assistant", content = tok:decode(reply, { skip_special = true }) }
-      -- What the cache holds now: the prompt, the reply fed so far (not a trailing stop token).
+      -- What the cache holds now: the prompt and the reply, up to s.pos (not a trailing stop token; the GPU
+      -- loop leaves the last id unfed when the token limit ended the reply).
       for _, id in ipairs(new) do fed[#fed + 1] = id end
-      for i = 1, #reply do if i < #reply or ok then fed[#fed + 1] = reply[i] end end
+      for _, id in ipairs(reply) do fed[#fed + 1] = id end
+      while #fed > s.pos do fed[#fed] = nil end
       if not ok then s:reset(); fed = {} end   -- an interrupted pass leaves the cache unknown
     end
   end
