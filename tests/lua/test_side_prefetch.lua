@@ -8,37 +8,19 @@
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
-local session = require "doppler.session"
-local hints = require "doppler.hints"
-local recipes = require "doppler.recipes"
-local sampler = require "doppler.sampler"
-local generate = require "doppler.generate"
+local tiny = require "lib.tiny_session"
 
 local PROMPT = { 2, 10, 20, 30, 7, 11, 3, 5 }
 
 local side_dev = doppler.open_device { side_queue = "main" }
 
 local function open(name, dev, prefetch)
-  local path = check.fixtures .. "/models/" .. name
-  local m = doppler.open_model(path)
-  local recipe = recipes.for_config(doppler.read_json(path .. "/config.json"), path)
-  local h = hints.new()
-  h:set("side_prefetch", prefetch, "test")
-  h:set("prefetch_min_kb", 1, "test")   -- the fixtures' matrices are a few KiB
-  local s = session.open(recipe, m, { hints = h, context = 128, device = dev })
-  return { s = s, h = h, recipe = recipe, model = m }
+  -- prefetch_min_kb: the fixtures' matrices are a few KiB
+  return tiny.open(name, dev, { side_prefetch = prefetch, prefetch_min_kb = 1 })
 end
 
 -- Greedy ids from the recipe's decode loop, and the last pass's logits.
-local function run(M, chunk, n)
-  M.h:set("decode_chunk", chunk, "test")
-  M.s:reset()
-  local ids = {}
-  local decode = M.recipe.decode or generate.decode
-  decode(M.s, PROMPT, { max_tokens = n, sampler = sampler.new(M.s, { temperature = 0 }), stops = {} },
-         function(id) ids[#ids + 1] = id end)
-  return ids
-end
+local function run(M, chunk, n) return tiny.greedy(M, PROMPT, chunk, n) end
 
 local function logits(M)
   M.s:reset()

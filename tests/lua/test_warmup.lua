@@ -9,11 +9,7 @@
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
-local session = require "doppler.session"
-local hints = require "doppler.hints"
-local recipes = require "doppler.recipes"
-local sampler = require "doppler.sampler"
-local generate = require "doppler.generate"
+local tiny = require "lib.tiny_session"
 
 local PROMPT = { 2, 10, 20, 30, 7, 11, 3, 5 }
 local side_dev = doppler.open_device { side_queue = "main" }
@@ -63,25 +59,8 @@ check.case("stop ends it, and a main-queue submit does not wait for its limit", 
   check.truthy(not ok and tostring(err):find("polls out of range"), "a negative limit is refused: " .. tostring(err))
 end)
 
-local function open(name, dev, mode)
-  local path = check.fixtures .. "/models/" .. name
-  local m = doppler.open_model(path)
-  local recipe = recipes.for_config(doppler.read_json(path .. "/config.json"), path)
-  local h = hints.new()
-  h:set("clock_warmup", mode, "test")
-  local s = session.open(recipe, m, { hints = h, context = 128, device = dev })
-  return { s = s, h = h, recipe = recipe }
-end
-
-local function run(M, chunk, n)
-  M.h:set("decode_chunk", chunk, "test")
-  M.s:reset()
-  local ids = {}
-  local decode = M.recipe.decode or generate.decode
-  decode(M.s, PROMPT, { max_tokens = n, sampler = sampler.new(M.s, { temperature = 0 }), stops = {} },
-         function(id) ids[#ids + 1] = id end)
-  return ids
-end
+local function open(name, dev, mode) return tiny.open(name, dev, { clock_warmup = mode }) end
+local function run(M, chunk, n) return tiny.greedy(M, PROMPT, chunk, n) end
 
 for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
   check.case(name .. ": a session starts it at open and per plan compiled; the same ids as without it", function()
