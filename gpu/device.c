@@ -11,6 +11,7 @@
 #include "gpu/device_impl.h"
 #include "gpu/kernel.h"
 #include "gpu/paths.h"
+#include "gpu/pipeline_cache.h"
 #include "gpu/pool.h"
 #include "gpu/prefetch.h"
 #include "gpu/profiler.h"
@@ -644,7 +645,8 @@ static dp_status create_context(dp_device *dev, const dp_device_opts *o, dp_err 
     /* A CPU device (lavapipe) compiles each kernel with LLVM when it is first dispatched: DP_DEVICE_CPU lets
     ** the shaders leave their loops rolled there (dp_common.glsl, DP_UNROLL). */
     const char *define = dev->caps.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? "DP_DEVICE_CPU" : NULL;
-    return dp_shader_cache_create(o->cache_dir, sdir, key, define, &dev->shaders, err);
+    if ((st = dp_shader_cache_create(o->cache_dir, sdir, key, define, &dev->shaders, err)) != DP_OK) return st;
+    return dp_pipeline_cache_open(dev, dp_shader_cache_dir(dev->shaders), err);
 }
 
 dp_status dp_device_open(const dp_device_opts *opts, dp_device **out, dp_err *err)
@@ -703,6 +705,7 @@ void dp_device_close(dp_device *dev)
         dp_prefetch_quiesce(dev);   /* a side kernel would otherwise run on until its spin limit */
         dp_warmup_destroy(dev);
         vkDeviceWaitIdle(dev->device);
+        dp_pipeline_cache_close(dev);   /* written back first: the kernels' pipelines came through it */
         dp_kernel_cache_destroy(dev);
         if (dev->pool) dp_pool_release(dev->pool, &dev->staging);
         dp_pool_destroy(dev->pool);

@@ -44,6 +44,10 @@ struct dp_device {
     dp_profiler             *profiler;
 
     struct dp_kernel       **kernels;            /* kernel cache (gpu/kernel.c) */
+    VkPipelineCache          pipeline_cache;     /* the driver's pipelines across processes (gpu/pipeline_cache.c) */
+    char                     pipeline_file[4096];/* its file, or "" (in memory only) */
+    uint64_t                 pipeline_loaded;    /* bytes read from it at open */
+    uint32_t                 pipelines_new;      /* kernels created since: the close writes it back */
     uint32_t                 n_kernels, cap_kernels;
 
     VkCommandPool            cmd_pool;           /* for recorders and transfers (one thread) */

@@ -12,6 +12,7 @@
 #include "gpu/device_impl.h"
 #include "gpu/kernel.h"
 #include "gpu/kernel_stats.h"
+#include "gpu/pipeline_cache.h"
 #include "gpu/shader.h"
 #include "gpu/vkcheck.h"
 
@@ -214,8 +215,11 @@ static dp_status build(dp_device *dev, const dp_kernel_desc *d, dp_kernel *k, dp
         .stage = stage,
         .layout = k->layout,
     };
-    st = DP_VK(err, vkCreateComputePipelines(dev->device, VK_NULL_HANDLE, 1, &pi, NULL, &k->pipeline));
-    if (st == DP_OK) dp_kernel_stats_print(dev, k->pipeline, k->name, d, k->local, stderr);
+    st = DP_VK(err, vkCreateComputePipelines(dev->device, dev->pipeline_cache, 1, &pi, NULL, &k->pipeline));
+    if (st == DP_OK) {
+        dp_pipeline_cache_note_new(dev);
+        dp_kernel_stats_print(dev, k->pipeline, k->name, d, k->local, stderr);
+    }
 done:
     dp_spirv_free(&spv);
     return st;

@@ -23,6 +23,7 @@
 
 #include "gpu/device.h"
 #include "gpu/kernel.h"
+#include "gpu/pipeline_cache.h"
 #include "gpu/pool.h"
 #include "gpu/profiler.h"
 #include "gpu/recorder.h"
@@ -268,6 +269,16 @@ static int device_warmup_stats(lua_State *L)
     lua_pushinteger(L, (lua_Integer)s.starts), lua_setfield(L, -2, "starts");
     lua_pushinteger(L, (lua_Integer)s.last_polls), lua_setfield(L, -2, "last_polls");
     lua_pushboolean(L, s.running), lua_setfield(L, -2, "running");
+    return 1;
+}
+
+/* dev:pipeline_cache() -> { file = path or "", loaded_bytes = n } (gpu/pipeline_cache.h) */
+static int device_pipeline_cache(lua_State *L)
+{
+    dp_device *dev = dp_lua_check_device(L, 1)->dev;
+    lua_newtable(L);
+    lua_pushstring(L, dp_pipeline_cache_file(dev)), lua_setfield(L, -2, "file");
+    lua_pushinteger(L, (lua_Integer)dp_pipeline_cache_loaded(dev)), lua_setfield(L, -2, "loaded_bytes");
     return 1;
 }
 
@@ -946,7 +957,7 @@ void dp_lua_register_gpu(lua_State *L, int module)
         {"caps", device_caps},           {"pool_stats", device_pool_stats}, {"profile", device_profile},
         {"submits", device_submits},     {"side_submits", device_side_submits},
         {"warmup_start", device_warmup_start}, {"warmup_stop", device_warmup_stop},
-        {"warmup_stats", device_warmup_stats},
+        {"warmup_stats", device_warmup_stats}, {"pipeline_cache", device_pipeline_cache},
         {"validation_count", device_validation_count}, {"close", device_close}, {NULL, NULL},
     };
     static const luaL_Reg tensor_methods[] = {

@@ -1,6 +1,7 @@
 /*
 ** tests/unit/test_gpu_runtime.c: the runtime around the kernels: pool reuse and statistics, the
-** SPIR-V disk cache across device contexts, a CPU device's define (DP_DEVICE_CPU, part of the cache key),
+** SPIR-V disk cache across device contexts, the pipeline cache file (written, read back, a foreign or
+** broken one ignored), a CPU device's define (DP_DEVICE_CPU, part of the cache key),
 ** compile errors with file:line, reflection, recorder
 ** barriers (none for independent work, one per hazard), replay, indirect dispatch, the profiler,
 ** out-of-memory without leaks, and "no device" with an install hint.
@@ -15,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpu/pipeline_cache.h"
 #include "gpu/pool.h"
 #include "gpu/profiler.h"
 #include "gpu/shader.h"
@@ -154,6 +156,79 @@ static void test_spirv_cache_across_contexts(void **state)
         }
         dp_test_device_close(dev);
     }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static long file_size(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    fclose(f);
+    return n;
+}
+
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The pipeline cache: a device that created kernels leaves its file in the cache directory, the next device
+** reads it back whole; a file that is not this driver's (garbage, a truncated header, another device's UUID) is
+** ignored, kernels are still made, and the close replaces it with a valid one. */
+static void test_pipeline_cache_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/doppler-pcache-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    dp_device_opts o;
+    dp_device_opts_default(&o);
+    o.validation = true;
+    o.cache_dir = dir;
+    dp_err err = {0};
+    char path[4200];
+    for (int round = 0; round < 5; round++) {
+        if (round == 2) write_bytes(path, "not a pipeline cache, not even close", 36);
+        if (round == 3) write_bytes(path, "\x20\0\0\0\1\0\0", 7);   /* shorter than a header */
+        if (round == 4) {   /* a valid header of another driver: the UUID's first byte differs */
+            FILE *f = fopen(path, "rb");
+            assert_non_null(f);
+            unsigned char h[32];
+            assert_int_equal(fread(h, 1, 32, f), 32);
+            fclose(f);
+            h[16] ^= 0xff;
+            write_bytes(path, h, 32);
+        }
+        dp_device *dev = NULL;
+        DP_TEST_OK(dp_device_open(&o, &dev, &err), &err);
+        snprintf(path, sizeof path, "%s", dp_pipeline_cache_file(dev));
+        assert_non_null(strstr(path, dir));
+        if (round == 1) assert_int_equal(dp_pipeline_cache_loaded(dev), file_size(path));   /* read back whole */
+        else assert_int_equal(dp_pipeline_cache_loaded(dev), 0);   /* none yet, or ignored */
+        dp_test_kernel(dev, "elementwise/add.comp", NULL, 0, 128);
+        dp_test_device_close(dev);
+        assert_true(file_size(path) >= 32);   /* written at close (and rewritten over a bad one) */
+    }
+    unsigned char hdr[32] = {32, 0, 0, 0, 1, 0, 0, 0, 0x05, 0x10, 0, 0, 7, 0, 0, 0};
+    uint8_t uuid[VK_UUID_SIZE] = {0};
+    assert_true(dp_pipeline_cache_header_ok(hdr, 32, 0x1005, 7, uuid));
+    assert_false(dp_pipeline_cache_header_ok(hdr, 31, 0x1005, 7, uuid));   /* shorter than the header */
+    assert_false(dp_pipeline_cache_header_ok(hdr, 32, 0x1006, 7, uuid));   /* another vendor */
+    assert_false(dp_pipeline_cache_header_ok(hdr, 32, 0x1005, 8, uuid));   /* another device */
+    uuid[3] = 1;
+    assert_false(dp_pipeline_cache_header_ok(hdr, 32, 0x1005, 7, uuid));   /* another driver build */
+    uuid[3] = 0;
+    hdr[4] = 2;
+    assert_false(dp_pipeline_cache_header_ok(hdr, 32, 0x1005, 7, uuid));   /* another header version */
+    hdr[4] = 1;
+    hdr[0] = 64;
+    assert_false(dp_pipeline_cache_header_ok(hdr, 32, 0x1005, 7, uuid));   /* its length past the data */
+    assert_false(dp_pipeline_cache_header_ok(NULL, 0, 0x1005, 7, uuid));
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
@@ -538,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_pool_reuse_and_stats),
         cmocka_unit_test(test_oom_no_leak),
         cmocka_unit_test(test_spirv_cache_across_contexts),
+        cmocka_unit_test(test_pipeline_cache_file),
         cmocka_unit_test(test_device_define),
         cmocka_unit_test(test_compile_error_has_file_line),
         cmocka_unit_test(test_reflection),
