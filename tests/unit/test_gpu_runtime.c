@@ -123,15 +123,29 @@ static void test_oom_no_leak(void **state)
     dp_test_device_close(dev);
 }
 
-static void test_spirv_cache_across_contexts(void **state)
+/* Device options with validation and a new, empty cache directory made from the template `dir`. */
+static dp_device_opts temp_cache_opts(char *dir)
 {
-    (void)state;
-    char dir[] = "/tmp/doppler-cache-test-XXXXXX";
     assert_non_null(mkdtemp(dir));
     dp_device_opts o;
     dp_device_opts_default(&o);
     o.validation = true;
     o.cache_dir = dir;
+    return o;
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_spirv_cache_across_contexts(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/doppler-cache-test-XXXXXX";
+    dp_device_opts o = temp_cache_opts(dir);
     dp_err err = {0};
     dp_shader_stats s;
     for (int round = 0; round < 2; round++) {
@@ -156,9 +170,7 @@ static void test_spirv_cache_across_contexts(void **state)
         }
         dp_test_device_close(dev);
     }
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_dir(dir);
 }
 
 static long file_size(const char *path)
@@ -185,11 +197,7 @@ static void test_pipeline_cache_file(void **state)
 {
     (void)state;
     char dir[] = "/tmp/doppler-pcache-test-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    dp_device_opts o;
-    dp_device_opts_default(&o);
-    o.validation = true;
-    o.cache_dir = dir;
+    dp_device_opts o = temp_cache_opts(dir);
     dp_err err = {0};
     char path[4200];
     for (int round = 0; round < 5; round++) {
@@ -229,9 +237,7 @@ static void test_pipeline_cache_file(void **state)
     hdr[0] = 64;
     assert_false(dp_pipeline_cache_header_ok(hdr, 32, 0x1005, 7, uuid));   /* its length past the data */
     assert_false(dp_pipeline_cache_header_ok(NULL, 0, 0x1005, 7, uuid));
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_dir(dir);
 }
 
 /* A CPU device's shaders get DP_DEVICE_CPU (dp_common.glsl's DP_UNROLL reads it), and the define is part of the
@@ -272,9 +278,7 @@ static void test_device_define(void **state)
         }
         dp_shader_cache_destroy(sc);
     }
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_dir(dir);
     dp_test_device_close(dev);
 }
 
