@@ -6,10 +6,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "gpu/device_impl.h"
 #include "gpu/pipeline_cache.h"
 #include "gpu/vkcheck.h"
 
+/* doppler's own 16 bytes before the driver's data: a magic word, this format's number and an xxh64 of the data,
+** so that a file changed after it was written (a disk error, a copy cut short) never reaches the driver. */
+#define FILE_MAGIC 0x43507064u   /* "dpPC" */
+#define FILE_FORMAT 1u
+#define FILE_HEADER 16u
 #define HEADER_BYTES 32u   /* VkPipelineCacheHeaderVersionOne: length, version, vendor, device, uuid[16] */
 /* A larger file is dropped (the close writes this process's pipelines alone): Vulkan cannot prune a cache, and
 ** each kernel variant ever made would otherwise stay in it (one model's decode and prefill kernels: ~0.8 MB on
@@ -17,6 +24,11 @@
 #define MAX_FILE_BYTES (64u << 20)
 
 static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
 
 bool dp_pipeline_cache_header_ok(const void *data, uint64_t n, uint32_t vendor, uint32_t device,
                                  const uint8_t uuid[VK_UUID_SIZE])
@@ -57,13 +69,18 @@ dp_status dp_pipeline_cache_open(dp_device *dev, const char *dir, dp_err *err)
         if (n < 0 || (size_t)n + 5 >= sizeof dev->pipeline_file) dev->pipeline_file[0] = 0;   /* path too long */
         else snprintf(dev->pipeline_file + n, sizeof dev->pipeline_file - (size_t)n, ".bin");
     }
-    uint64_t size = 0;
-    void *data = dev->pipeline_file[0] ? read_all(dev->pipeline_file, &size) : NULL;
-    if (data && !dp_pipeline_cache_header_ok(data, size, pp.vendorID, pp.deviceID, pp.pipelineCacheUUID)) {
-        free(data);   /* another driver's, or not a pipeline cache: start empty, and overwrite it at close */
-        data = NULL;
-        size = 0;
+    uint64_t file_size = 0, size = 0;
+    uint8_t *file = dev->pipeline_file[0] ? read_all(dev->pipeline_file, &file_size) : NULL;
+    const uint8_t *data = NULL;
+    if (file && file_size >= FILE_HEADER && le32(file) == FILE_MAGIC && le32(file + 4) == FILE_FORMAT) {
+        uint64_t hash = (uint64_t)le32(file + 8) | (uint64_t)le32(file + 12) << 32;
+        data = file + FILE_HEADER;
+        size = file_size - FILE_HEADER;
+        if (XXH64(data, (size_t)size, 0) != hash ||
+            !dp_pipeline_cache_header_ok(data, size, pp.vendorID, pp.deviceID, pp.pipelineCacheUUID))
+            data = NULL;
     }
+    if (!data) size = 0;   /* none, changed since written, another driver's, or not ours: start empty */
     VkPipelineCacheCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, .initialDataSize = (size_t)size, .pInitialData = data};
     dp_status st = DP_VK(err, vkCreatePipelineCache(dev->device, &ci, NULL, &dev->pipeline_cache));
@@ -73,7 +90,7 @@ dp_status dp_pipeline_cache_open(dp_device *dev, const char *dir, dp_err *err)
         size = 0;
         st = DP_VK(err, vkCreatePipelineCache(dev->device, &ci, NULL, &dev->pipeline_cache));
     }
-    free(data);
+    free(file);
     if (st != DP_OK) dev->pipeline_cache = VK_NULL_HANDLE;
     dev->pipeline_loaded = st == DP_OK ? size : 0;
     dev->pipelines_new = 0;
@@ -96,8 +113,14 @@ static void save(dp_device *dev)
     if (vkGetPipelineCacheData(dev->device, dev->pipeline_cache, &n, data) == VK_SUCCESS) {
         char tmp[sizeof dev->pipeline_file + 32];
         snprintf(tmp, sizeof tmp, "%s.%ld.tmp", dev->pipeline_file, (long)getpid());
+        uint64_t hash = XXH64(data, n, 0);
+        uint8_t head[FILE_HEADER];
+        put_le32(head, FILE_MAGIC);
+        put_le32(head + 4, FILE_FORMAT);
+        put_le32(head + 8, (uint32_t)hash);
+        put_le32(head + 12, (uint32_t)(hash >> 32));
         FILE *f = fopen(tmp, "wb");
-        bool ok = f && fwrite(data, 1, n, f) == n;
+        bool ok = f && fwrite(head, 1, FILE_HEADER, f) == FILE_HEADER && fwrite(data, 1, n, f) == n;
         if (f && fclose(f) != 0) ok = false;
         if (!ok || rename(tmp, dev->pipeline_file) != 0) remove(tmp);
     }
