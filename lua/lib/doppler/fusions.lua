@@ -89,18 +89,23 @@ end
 -- Live nodes: outputs, kept nodes, inputs and states, and everything they read (transitively). A fused
 -- node may read a leaf created after it (the K weight, made by the recipe after the Q linear), so this
 -- walks the inputs rather than the order.
+-- (These two walks run once per rule over the whole graph, most of a plan's lowering time: plain loops.)
 local function live_nodes(nodes)
-  local live, stack = {}, {}
+  local live, stack, top = {}, {}, 0
   for _, n in ipairs(nodes) do
     if n.is_output or n.keep or n.op == "input" or n.op == "state" then
       live[n] = true
-      stack[#stack + 1] = n
+      top = top + 1
+      stack[top] = n
     end
   end
-  while #stack > 0 do
-    local n = table.remove(stack)
-    for _, i in ipairs(n.inputs) do
-      if not live[i] then live[i] = true; stack[#stack + 1] = i end
+  while top > 0 do
+    local ins = stack[top].inputs
+    stack[top] = nil
+    top = top - 1
+    for j = 1, #ins do
+      local i = ins[j]
+      if not live[i] then live[i] = true; top = top + 1; stack[top] = i end
     end
   end
   return live
@@ -111,9 +116,12 @@ local function make_ctx(nodes, env, dev)
   local readers = {}
   local live = live_nodes(nodes)
   for _, n in ipairs(nodes) do
-    for _, i in ipairs(live[n] and n.inputs or {}) do
-      readers[i] = readers[i] or {}
-      table.insert(readers[i], n)
+    if live[n] then
+      local ins = n.inputs
+      for j = 1, #ins do
+        local r = readers[ins[j]]
+        if r then r[#r + 1] = n else readers[ins[j]] = { n } end
+      end
     end
   end
   local ctx = {}
@@ -181,9 +189,14 @@ function M.apply(graph, env, dev)
   for _, name in ipairs(graph.output_order) do map[graph.outputs[name]].is_output = true end
   local rules = enabled_rules(env)
   for _, rule in ipairs(rules) do
-    local ctx = make_ctx(copies, env, dev)   -- readers as the earlier rules left them
+    -- readers as the earlier rules left them; made at the rule's first candidate (a walk of the whole graph:
+    -- most of a plan's lowering time, so not for the rules a graph has no candidate for)
+    local ctx
     for _, n in ipairs(copies) do
-      if n.op == rule.op then rule.apply(n, ctx) end
+      if n.op == rule.op then
+        ctx = ctx or make_ctx(copies, env, dev)
+        rule.apply(n, ctx)
+      end
     end
   end
   -- Nodes a fusion made dead (nothing live reads them, not an output) are dropped.
