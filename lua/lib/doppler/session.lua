@@ -55,17 +55,19 @@ end
 -- after which the driver keeps the clock up for another 1.5-3 s; a longer load starts it again per tensor.
 local WARM_POLLS = 16000000
 
+-- Starts it where the hint lets it; returns whether it runs.
 local function warm_up(dev, h)
   local mode = h:get("clock_warmup")
-  if mode == "off" then return end
+  if mode == "off" then return false end
   local caps = dev:caps()
-  if mode == "auto" and (not caps.side_queue or caps.type == "cpu") then return end
-  if not dev:warmup_start(WARM_POLLS) and mode == "on" then
+  if mode == "auto" and (not caps.side_queue or caps.type == "cpu") then return false end
+  local started = dev:warmup_start(WARM_POLLS)
+  if not started and mode == "on" then
     error(("clock_warmup=on, but %s has no second compute queue (DOPPLER_SIDE_QUEUE=main runs it on the main one)")
           :format(caps.name), 0)
   end
+  return started
 end
-M.warm_up = warm_up
 
 function M.open(recipe, model, opts)
   local h = opts.hints
@@ -93,9 +95,10 @@ function M.open(recipe, model, opts)
   if type(s.norm_offset) == "function" then s.norm_offset = s.norm_offset({ kind = model:kind(), model = model }) end
   s.norm_offset = s.norm_offset or 0
 
-  warm_up(dev, h)
+  local warm = warm_up(dev, h)
   local progress = function(i, n, name)
-    warm_up(dev, h)   -- a no-op while it runs; starts it again if it ran out during a long load
+    -- a no-op while it runs; starts it again if it ran out during a long load
+    if warm then dev:warmup_start(WARM_POLLS) end
     if opts.progress then opts.progress(i, n, name) end
   end
   local t0 = os.clock()
