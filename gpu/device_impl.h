@@ -6,6 +6,7 @@
 #define DP_GPU_DEVICE_IMPL_H
 
 #include "gpu/device.h"
+#include "gpu/kernel.h"
 #include "gpu/pool.h"
 
 struct dp_kernel;
@@ -49,6 +50,7 @@ struct dp_device {
     uint64_t                 pipeline_loaded;    /* bytes read from it at open */
     uint32_t                 pipelines_new;      /* kernels created since: the close writes it back */
     uint32_t                 n_kernels, cap_kernels;
+    dp_kernel_times          kernel_times;       /* where dp_kernel_get's time went (gpu/kernel.h) */
 
     VkCommandPool            cmd_pool;           /* for recorders and transfers (one thread) */
     VkCommandBuffer          xfer_cmd;           /* uploads / downloads */

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <xxhash.h>
 
@@ -25,6 +26,14 @@ struct dp_kernel {
     VkPipelineLayout layout;
     VkPipeline       pipeline;
 };
+
+/* Seconds on a monotonic clock: the build's phases are timed into dev->kernel_times. */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static void kernel_free(dp_device *dev, dp_kernel *k)
 {
@@ -124,9 +133,16 @@ static dp_status build(dp_device *dev, const dp_kernel_desc *d, dp_kernel *k, dp
     uint32_t n_map = 0;
     const dp_device_caps *c = &dev->caps;
 
+    dp_kernel_times *kt = &dev->kernel_times;
     dp_shader_src src = {.file = d->file, .source = d->source, .defines = d->defines, .n_defines = d->n_defines};
-    if ((st = dp_shader_compile(dev->shaders, &src, &spv, err)) != DP_OK) return st;
-    if ((st = dp_reflect(spv.words, spv.n_words, k->name, &k->refl, err)) != DP_OK) goto done;
+    double t = now_s();
+    st = dp_shader_compile(dev->shaders, &src, &spv, err);
+    kt->shader_s += now_s() - t;
+    if (st != DP_OK) return st;
+    t = now_s();
+    st = dp_reflect(spv.words, spv.n_words, k->name, &k->refl, err);
+    kt->reflect_s += now_s() - t;
+    if (st != DP_OK) goto done;
     if (k->refl.push_size > c->max_push_constants) {
         st = DP_FAIL(err, DP_EINVAL, "kernel %s: push block of %u bytes exceeds the device's %u (maxPushConstantsSize)",
                      k->name, k->refl.push_size, c->max_push_constants);
@@ -164,6 +180,7 @@ static dp_status build(dp_device *dev, const dp_kernel_desc *d, dp_kernel *k, dp
         goto done;
     }
 
+    t = now_s();
     VkShaderModuleCreateInfo mi = {
         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
         .codeSize = spv.n_words * 4,
@@ -176,7 +193,9 @@ static dp_status build(dp_device *dev, const dp_kernel_desc *d, dp_kernel *k, dp
         .pushConstantRangeCount = k->refl.push_size ? 1 : 0,
         .pPushConstantRanges = k->refl.push_size ? &pr : NULL,
     };
-    if ((st = DP_VK(err, vkCreatePipelineLayout(dev->device, &li, NULL, &k->layout))) != DP_OK) goto done;
+    st = DP_VK(err, vkCreatePipelineLayout(dev->device, &li, NULL, &k->layout));
+    kt->layout_s += now_s() - t;
+    if (st != DP_OK) goto done;
 
     VkSpecializationInfo si = {.mapEntryCount = n_map, .pMapEntries = map, .dataSize = n_map * 4, .pData = data};
     VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rs = {
@@ -215,8 +234,11 @@ static dp_status build(dp_device *dev, const dp_kernel_desc *d, dp_kernel *k, dp
         .stage = stage,
         .layout = k->layout,
     };
+    t = now_s();
     st = DP_VK(err, vkCreateComputePipelines(dev->device, dev->pipeline_cache, 1, &pi, NULL, &k->pipeline));
+    kt->pipeline_s += now_s() - t;
     if (st == DP_OK) {
+        kt->built++;
         dp_pipeline_cache_note_new(dev);
         dp_kernel_stats_print(dev, k->pipeline, k->name, d, k->local, stderr);
     }
@@ -229,12 +251,16 @@ dp_status dp_kernel_get(dp_device *dev, const dp_kernel_desc *desc, dp_kernel **
 {
     *out = NULL;
     if (!desc->file && !desc->source) return DP_FAIL(err, DP_EINVAL, "kernel: neither file nor source given");
+    double t = now_s();
     XXH128_hash_t key = desc_key(desc);
+    dev->kernel_times.lookups++;
     for (uint32_t i = 0; i < dev->n_kernels; i++)
         if (XXH128_isEqual(dev->kernels[i]->key, key)) {
             *out = dev->kernels[i];
+            dev->kernel_times.lookup_s += now_s() - t;
             return DP_OK;
         }
+    dev->kernel_times.lookup_s += now_s() - t;
     if (dev->n_kernels == dev->cap_kernels) {
         uint32_t cap = dev->cap_kernels ? 2 * dev->cap_kernels : 32;
         dp_kernel **nk = realloc(dev->kernels, cap * sizeof *nk);
@@ -263,3 +289,4 @@ uint32_t dp_kernel_wg(const dp_kernel *k) { return k->local[0]; }
 VkPipeline dp_kernel_vk_pipeline(const dp_kernel *k) { return k->pipeline; }
 VkPipelineLayout dp_kernel_vk_layout(const dp_kernel *k) { return k->layout; }
 uint32_t dp_kernel_count(const dp_device *dev) { return dev->n_kernels; }
+void dp_kernel_get_times(const dp_device *dev, dp_kernel_times *out) { *out = dev->kernel_times; }

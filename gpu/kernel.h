@@ -48,6 +48,19 @@ VkPipeline           dp_kernel_vk_pipeline(const dp_kernel *k);
 VkPipelineLayout     dp_kernel_vk_layout(const dp_kernel *k);
 uint32_t             dp_kernel_count(const dp_device *dev);   /* pipelines built on dev so far */
 
+/* Where dp_kernel_get's time went on a device since it opened (seconds, monotonic clock): every call
+** hashes its description and searches the cache (lookup_s); a miss then loads or compiles the SPIR-V
+** (shader_s: gpu/shader.c's caches or shaderc), reflects it (reflect_s), creates the module and the
+** pipeline layout (layout_s) and the pipeline (pipeline_s: the driver, served by the pipeline cache
+** file where it can be). recipes/bench/compile.lua reports them per plan. */
+typedef struct dp_kernel_times {
+    uint64_t lookups;
+    uint64_t built;
+    double   lookup_s, shader_s, reflect_s, layout_s, pipeline_s;
+} dp_kernel_times;
+
+void dp_kernel_get_times(const dp_device *dev, dp_kernel_times *out);
+
 /* Called by dp_device_close. */
 void dp_kernel_cache_destroy(dp_device *dev);
 

@@ -282,6 +282,22 @@ static int device_pipeline_cache(lua_State *L)
     return 1;
 }
 
+/* dev:kernel_times() -> { lookups, built, lookup_s, shader_s, reflect_s, layout_s, pipeline_s } (gpu/kernel.h) */
+static int device_kernel_times(lua_State *L)
+{
+    dp_kernel_times t;
+    dp_kernel_get_times(dp_lua_check_device(L, 1)->dev, &t);
+    lua_newtable(L);
+    lua_pushinteger(L, (lua_Integer)t.lookups), lua_setfield(L, -2, "lookups");
+    lua_pushinteger(L, (lua_Integer)t.built), lua_setfield(L, -2, "built");
+    lua_pushnumber(L, t.lookup_s), lua_setfield(L, -2, "lookup_s");
+    lua_pushnumber(L, t.shader_s), lua_setfield(L, -2, "shader_s");
+    lua_pushnumber(L, t.reflect_s), lua_setfield(L, -2, "reflect_s");
+    lua_pushnumber(L, t.layout_s), lua_setfield(L, -2, "layout_s");
+    lua_pushnumber(L, t.pipeline_s), lua_setfield(L, -2, "pipeline_s");
+    return 1;
+}
+
 static int device_validation_count(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)dp_device_validation_count(dp_lua_check_device(L, 1)->dev));
@@ -958,6 +974,7 @@ void dp_lua_register_gpu(lua_State *L, int module)
         {"submits", device_submits},     {"side_submits", device_side_submits},
         {"warmup_start", device_warmup_start}, {"warmup_stop", device_warmup_stop},
         {"warmup_stats", device_warmup_stats}, {"pipeline_cache", device_pipeline_cache},
+        {"kernel_times", device_kernel_times},
         {"validation_count", device_validation_count}, {"close", device_close}, {NULL, NULL},
     };
     static const luaL_Reg tensor_methods[] = {

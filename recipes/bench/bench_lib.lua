@@ -88,6 +88,7 @@ local function set_hints(h)
   end
   return out
 end
+M.set_hints = set_hints
 
 local function hints_text(tbl)
   local keys = {}

@@ -162,6 +162,41 @@ check.case("ttft.lua --table: a markdown table, one row per run; sampling keeps 
   check.eq(next(rows[1].gpu_ms_per_kernel), nil, "--no-profile: no kernel times")
 end)
 
+check.case("compile.lua: each plan's compile time split by phase; run 1 makes the kernels, run 2 finds them", function()
+  local rows = bench("compile", { "--model", GEMMA, "--prompt-tokens", "5", "--runs", "2", "--hint", "decode_chunk=4" })
+  check.eq(#rows, 6, "three plans, two runs")
+  local built, by = 0, {}
+  for i, r in ipairs(rows) do
+    local plan = ({ "prompt", "step", "loop" })[(i - 1) % 3 + 1]
+    check.eq(r.plan, plan, "plan order")
+    check.eq(r.run, (i - 1) // 3 + 1, "run")
+    check.eq(r.tokens, ({ prompt = 5, step = 1, loop = 4 })[plan], "tokens")
+    check.eq(r.mode, "compile", "mode")
+    check.eq(r.hints.decode_chunk, 4, "hints")
+    positive(r, "seconds")
+    positive(r, "dispatches")
+    positive(r, "kernel_lookups")
+    -- the phases are parts of the plan's time, and the kernels' build is inside lowering and the loop
+    local parts = r.fusions_s + r.place_s + r.lower_s + r.loop_s
+    check.truthy(parts <= r.seconds and parts > 0.5 * r.seconds, ("phases %g of %g s"):format(parts, r.seconds))
+    local k = r.kernel_lookup_s + r.kernel_shader_s + r.kernel_reflect_s + r.kernel_layout_s + r.kernel_pipeline_s
+    check.truthy(k <= r.lower_s + r.loop_s, ("kernel build %g s within lowering %g s"):format(k, r.lower_s + r.loop_s))
+    if r.run == 1 then
+      built = built + r.kernels_built
+      by[plan] = r
+    else
+      check.eq(r.kernels_built, 0, plan .. ": run 2 makes no kernel")
+      check.eq(r.kernel_pipeline_s + r.kernel_shader_s, 0, plan .. ": nor spends time making one")
+      check.eq(r.dispatches, by[plan].dispatches, plan .. ": the same plan")
+    end
+  end
+  check.truthy(built > 0 and rows[1].kernels_built > 0, "run 1 makes the prompt's kernels and more")
+  -- the loop records its step 4 times: more dispatches than one step, and time spent recording them again
+  check.truthy(by.loop.dispatches > 3 * by.step.dispatches, "loop dispatches " .. by.loop.dispatches)
+  positive(by.loop, "loop_s")
+  check.eq(rows[2].loop_s < 1e-3 and rows[1].loop_s < 1e-3, true, "plans without a loop record none")
+end)
+
 check.case("hints.lua: one process per setting, the setting in each line", function()
   local rows = bench("hints", { "--model", GEMMA, "--sweep", "matmul=gemv,gemm", "--prompt-tokens", "4",
                                 "--tokens", "2", "--runs", "1", "--no-profile" })

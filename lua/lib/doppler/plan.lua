@@ -23,6 +23,7 @@
 --   loop = nil | { steps = n, record = doppler.loop.record, ... },  a chunk of n decode steps in one
 --                                    recording (doppler.loop; the graph is the T = 1 decode step)
 -- }
+local clock = require("doppler").clock
 local Graph = require "doppler.graph"
 local lower = require "doppler.lower"
 local fusions = require "doppler.fusions"
@@ -105,7 +106,9 @@ end
 
 function M.compile(dev, graph, env)
   local T = env.T
+  local t0 = clock()
   local nodes, copy_of = fusions.apply(graph, env, dev)
+  local t_fused = clock()
 
   -- Shapes with T bound, consumers, and the last reader of each node.
   local last_use, consumers = {}, {}
@@ -262,6 +265,7 @@ function M.compile(dev, graph, env)
   end
 
   -- Lower and record.
+  local t_placed = clock()
   local prefetch = lower.side_prefetch(dev, env, T)
   p.recorder = dev:recorder(prefetch)
   if prefetch and (env.hints and env.hints.values.side_prefetch) == "on" and not p.recorder:stats().prefetch then
@@ -276,8 +280,13 @@ function M.compile(dev, graph, env)
     rule(ctx, n)
   end
   p.dispatches = ctx.dispatches
+  local t_lowered = clock()
   -- A GPU-resident decode loop: the step's calls recorded env.loop.steps times (doppler.loop).
   if env.loop then env.loop.record(dev, p, env.loop) end
+  -- Seconds per phase (recipes/bench/compile.lua): the fusion pass, placing values in the arena, lowering
+  -- (its kernels made or found and its dispatches recorded), and a loop's steps recorded again.
+  p.compile_times = { fusions = t_fused - t0, place = t_placed - t_fused, lower = t_lowered - t_placed,
+                      loop = clock() - t_lowered }
   p.outputs = {}
   for name, n in pairs(graph.outputs) do p.outputs[name] = p.tensors[copy_of[n]] end
   return p
