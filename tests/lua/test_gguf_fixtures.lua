@@ -136,6 +136,44 @@ check.case("the quantised embedding stays quantised on the device (gather_q; tie
   m:close()
 end)
 
+check.case("weight preparations (f16 copies, down's columns) run in one submit per plan, made once for every plan", function()
+  local session = require "doppler.session"
+  local hints = require "doppler.hints"
+  local recipes = require "doppler.recipes"
+  local m = doppler.open_model(G .. "gemma3-q/model-Q4_K_M.gguf")
+  local function open(set)
+    local h = hints.new()
+    -- no clock warm-up or side prefetcher (each a submit of its own on a GPU): the counts below are the plans'
+    h:set("clock_warmup", "off", "test")
+    h:set("side_prefetch", "off", "test")
+    for k, v in pairs(set) do h:set(k, v, "test") end
+    return session.open(recipes.for_architectures({ "gemma3" }, "test"), m, { hints = h, context = 64 })
+  end
+  local function submits_of(s, f)
+    local before = s.dev:submits()
+    local p = f()
+    return s.dev:submits() - before, p
+  end
+  -- without preparations (the layers in blocks): the prompt plan's own submits (its constants' uploads)
+  local plain = open { q_matmul = "fused", glu_down = "off" }
+  local base = submits_of(plain, function() return plain:plan_for(5, false) end)
+  -- the H100's auto on this file: the layers on f16 copies, the fused MLP with down's Q4_K / Q6_K columns
+  local s = open { q_matmul = "dequant_f16", q_matmul_glu = "fused", glu_down = "on", glu_down_rows = 32,
+                   glu_down_wg = 256 }
+  local n, prompt = submits_of(s, function() return s:plan_for(5, false) end)
+  check.eq(n, base + 1, "the prompt plan's preparations: one submit besides its uploads")
+  local copies = 0
+  for _, t in ipairs(prompt.owned) do if t:dtype() == "f16" and #t:shape() == 2 then copies = copies + 1 end end
+  check.eq(copies, 7 * s.cfg.num_hidden_layers + 1,
+           "f16 copies made by that submit: q, k, v, o, gate, up, down per layer and the head (the tied embedding)")
+  check.truthy(submits_of(s, function() return s:plan_for(1, false) end) >= 1, "the step plan makes down's columns")
+  -- compiled again, the plans find every preparation made (the caches took them after their submit)
+  s:drop_plans()
+  check.eq((submits_of(s, function() return s:plan_for(5, false) end)), 0, "prompt plan again: nothing to prepare")
+  check.eq((submits_of(s, function() return s:plan_for(1, false) end)), 0, "step plan again: nothing to prepare")
+  m:close()
+end)
+
 check.case("a GGUF is its own tokenizer (model:tokenizer_path, doppler.tokenizer, run --prompt)", function()
   local path = G .. "llama-q/model-Q8_0.gguf"
   local m = doppler.open_model(path)

@@ -305,24 +305,34 @@ R.norm_add_norm = function(ctx, n)
   })
 end
 
--- The f16 copy of a quantised weight for q_matmul=dequant_f16: made once per weight tensor (dequant.comp
--- run at compile time on its own recorder) and shared by every plan and linear that reads the weight;
--- it lives as long as the weight does (weak keys).
+-- Weight preparations made at compile time (f16 copies, down's columns) are recorded into one recorder per
+-- plan and run once when its lowering ends (M.finish), not each on a recorder and a submit of its own: one
+-- submit and wait per weight took ~0.12 s of Gemma 3 1B Q4_K_M's prompt plan on the H100 (docs/BENCHMARKS.md
+-- 39a), and in one recording the copies of different weights run side by side. Until M.finish they are
+-- pending in ctx.prep; the caches every plan shares take them only once they are made, so a plan whose
+-- lowering fails leaves no unmade tensor behind.
+local function prep_of(ctx)
+  if not ctx.prep then ctx.prep = { rec = ctx.dev:recorder(), f16 = {}, cols = {} } end
+  return ctx.prep
+end
+
+-- The f16 copy of a quantised weight for q_matmul=dequant_f16: made once per weight tensor (dequant.comp,
+-- a weight preparation) and shared by every plan and linear that reads the weight; it lives as long as the
+-- weight does (weak keys).
 local f16_copies = setmetatable({}, { __mode = "k" })
 local function dequant_f16(ctx, w)
-  local t = f16_copies[ctx.t(w)]
+  local wt = ctx.t(w)
+  local t = f16_copies[wt] or (ctx.prep and ctx.prep.f16[wt])
   if t then return t end
   local N, K = w.bshape[1], w.bshape[2]
   t = ctx.dev:tensor { dtype = "f16", shape = { N, K } }
   ctx.plan.owned[#ctx.plan.owned + 1] = t
-  local ldef = LAYOUT_DEFINE[M.layout_of(ctx.t(w))]
+  local ldef = LAYOUT_DEFINE[M.layout_of(wt)]
   local k = ctx.kernel("quant/dequant.comp", { Q_DEFINE[w.etype], ldef }, { WG = 256 })
   local gx, gy = groups_1d(N * K // 8, 256)
-  local rec = ctx.dev:recorder()
-  local push = { w = ctx.t(w), y = t, n = N * K, K = K, row_blocks = row_blocks(ctx.t(w)) }
-  rec:dispatch(k, { gx, gy, 1 }, push)
-  rec:run()
-  f16_copies[ctx.t(w)] = t
+  local prep = prep_of(ctx)
+  prep.rec:dispatch(k, { gx, gy, 1 }, { w = wt, y = t, n = N * K, K = K, row_blocks = row_blocks(wt) })
+  prep.f16[wt] = t
   return t
 end
 
@@ -1379,26 +1389,40 @@ local function down_columns(ctx, wd, rows)
   local K, N = wd.bshape[1], wd.bshape[2]
   local qdef = (hints.glu_down_cols or "auto") == "auto" and rows % 32 == 0 and COL_Q[wd.etype] or nil
   local key = qdef or "f16"
-  down_cols[w] = down_cols[w] or {}
-  local t = down_cols[w][key]
+  local t = (down_cols[w] and down_cols[w][key]) or (ctx.prep and ctx.prep.cols[w] and ctx.prep.cols[w][key])
   if t then return t, qdef end
-  local rec = ctx.dev:recorder()
+  -- a weight preparation (prep_of): the f16 copy it may read first is one too, ordered by the recorder
+  local src = not qdef and Q_DEFINE[wd.etype] and dequant_f16(ctx, wd) or w
+  local prep = prep_of(ctx)
   if qdef then
     t = ctx.dev:tensor { dtype = "u8", shape = { (N // 32) * K * (wd.etype == "q4_k" and 24 or 32) } }
     local k = ctx.kernel("quant/columns_q.comp", { Q_DEFINE[wd.etype], LAYOUT_DEFINE[M.layout_of(w)] }, { WG = 256 })
     local gx, gy = groups_1d((N // 32) * K, 256)
-    rec:dispatch(k, { gx, gy, 1 }, { w = w, y = t, K = K, N = N, row_blocks = row_blocks(w) })
+    prep.rec:dispatch(k, { gx, gy, 1 }, { w = w, y = t, K = K, N = N, row_blocks = row_blocks(w) })
   else
-    local src = Q_DEFINE[wd.etype] and dequant_f16(ctx, wd) or w
     t = ctx.dev:tensor { dtype = "f16", shape = { N // 8, K, 8 } }
     local k = ctx.kernel("copy/columns.comp", {}, { WG = 256 })
     local gx, gy = groups_1d(K * N // 8, 256)
-    rec:dispatch(k, { gx, gy, 1 }, { w = src, y = t, N = K, K = N })
+    prep.rec:dispatch(k, { gx, gy, 1 }, { w = src, y = t, N = K, K = N })
   end
-  rec:run()
   ctx.plan.owned[#ctx.plan.owned + 1] = t
-  down_cols[w][key] = t
+  prep.cols[w] = prep.cols[w] or {}
+  prep.cols[w][key] = t
   return t, qdef
+end
+
+-- Runs the plan's weight preparations (prep_of), if it has any, and hands what they made to the caches every
+-- plan shares. plan.compile calls it when the lowering rules are done.
+function M.finish(ctx)
+  local prep = ctx.prep
+  if not prep then return end
+  ctx.prep = nil
+  prep.rec:run()
+  for w, t in pairs(prep.f16) do f16_copies[w] = t end
+  for w, made in pairs(prep.cols) do
+    down_cols[w] = down_cols[w] or {}
+    for key, t in pairs(made) do down_cols[w][key] = t end
+  end
 end
 
 -- glu_down (fusions.lua): inputs x, wg, wu, wd and, with prenorm, a, w2, sum, w1 (as norm_gate_up's); the

@@ -279,6 +279,7 @@ function M.compile(dev, graph, env)
     if not rule then Graph.fail("plan: no kernel for op '%s' (%s)", n.op, n.where) end
     rule(ctx, n)
   end
+  lower.finish(ctx)   -- the weight preparations the rules asked for, in one submit
   p.dispatches = ctx.dispatches
   local t_lowered = clock()
   -- A GPU-resident decode loop: the step's calls recorded env.loop.steps times (doppler.loop).
