@@ -5,8 +5,9 @@
 -- that order, --runs times: run 1 makes every kernel (from the SPIR-V and pipeline cache files where they
 -- hold it), later runs drop the plans and compile them again with the kernels already made, so they time the
 -- Lua side and the recording alone. One JSON line per plan and run: its seconds, split into the fusion pass,
--- placing values, lowering (kernels made or found, dispatches recorded) and the loop's steps recorded again,
--- and the kernel build's own split (dev:kernel_times(): hashing and lookup, SPIR-V, reflection, module and
+-- placing values, lowering (kernels made or found, dispatches recorded, the weight preparations' tensors
+-- allocated), running the preparations (f16 copies, down's columns: made once per process, by the first plan
+-- that needs each) and the loop's steps recorded again, and the kernel build's own split (dev:kernel_times(): hashing and lookup, SPIR-V, reflection, module and
 -- layout, the driver's pipeline creation).
 package.path = (arg[0]:match("^(.*/)") or "./") .. "?.lua;" .. package.path
 local doppler = require "doppler"

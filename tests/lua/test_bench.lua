@@ -177,10 +177,11 @@ check.case("compile.lua: each plan's compile time split by phase; run 1 makes th
     positive(r, "dispatches")
     positive(r, "kernel_lookups")
     -- the phases are parts of the plan's time, and the kernels' build is inside lowering and the loop
-    local parts = r.fusions_s + r.place_s + r.lower_s + r.loop_s
+    local parts = r.fusions_s + r.place_s + r.lower_s + r.prepare_s + r.loop_s
     check.truthy(parts <= r.seconds and parts > 0.5 * r.seconds, ("phases %g of %g s"):format(parts, r.seconds))
     local k = r.kernel_lookup_s + r.kernel_shader_s + r.kernel_reflect_s + r.kernel_layout_s + r.kernel_pipeline_s
-    check.truthy(k <= r.lower_s + r.loop_s, ("kernel build %g s within lowering %g s"):format(k, r.lower_s + r.loop_s))
+    check.truthy(k + r.prepare_alloc_s <= r.lower_s + r.loop_s,
+                 ("kernel build %g s and allocations %g s within lowering %g s"):format(k, r.prepare_alloc_s, r.lower_s + r.loop_s))
     if r.run == 1 then
       built = built + r.kernels_built
       by[plan] = r
@@ -195,6 +196,13 @@ check.case("compile.lua: each plan's compile time split by phase; run 1 makes th
   check.truthy(by.loop.dispatches > 3 * by.step.dispatches, "loop dispatches " .. by.loop.dispatches)
   positive(by.loop, "loop_s")
   check.eq(rows[2].loop_s < 1e-3 and rows[1].loop_s < 1e-3, true, "plans without a loop record none")
+  -- a quantised model on f16 copies: the first plan allocates and runs the preparations, the next compile none
+  local q = bench("compile", { "--model", check.fixtures .. "/gguf/gemma3-q/model-Q4_K_M.gguf", "--prompt-tokens", "5",
+                               "--hint", "q_matmul=dequant_f16", "--hint", "decode_chunk=1" })
+  check.eq(#q, 4, "two plans (no loop), two runs")
+  positive(q[1], "prepare_alloc_s")
+  positive(q[1], "prepare_s")
+  check.eq(q[3].prepare_alloc_s, 0, "run 2: the copies are made")
 end)
 
 check.case("hints.lua: one process per setting, the setting in each line", function()

@@ -89,12 +89,14 @@ end
 -- Live nodes: outputs, kept nodes, inputs and states, and everything they read (transitively). A fused
 -- node may read a leaf created after it (the K weight, made by the recipe after the Q linear), so this
 -- walks the inputs rather than the order.
--- (These two walks run once per rule over the whole graph, most of a plan's lowering time: plain loops.)
-local function live_nodes(nodes)
-  local live, stack, top = {}, {}, 0
+-- Why stamps in the nodes (n.fuse_live, n.fuse_rgen = the walk's number) rather than sets keyed by node: these
+-- two walks run once per rule over the whole graph, most of a plan's fusion time, and filling a fresh hash
+-- table of a thousand nodes per walk (with its rehashes) cost more than the walks themselves.
+local function mark_live(nodes, gen)
+  local stack, top = {}, 0
   for _, n in ipairs(nodes) do
-    if n.is_output or n.keep or n.op == "input" or n.op == "state" then
-      live[n] = true
+    if (n.is_output or n.keep or n.op == "input" or n.op == "state") and n.fuse_live ~= gen then
+      n.fuse_live = gen
       top = top + 1
       stack[top] = n
     end
@@ -105,34 +107,50 @@ local function live_nodes(nodes)
     top = top - 1
     for j = 1, #ins do
       local i = ins[j]
-      if not live[i] then live[i] = true; top = top + 1; stack[top] = i end
+      if i.fuse_live ~= gen then i.fuse_live = gen; top = top + 1; stack[top] = i end
     end
   end
+end
+
+-- A set of the live nodes (apply's last step: the nodes it keeps).
+local function live_nodes(nodes, gen)
+  mark_live(nodes, gen)
+  local live = {}
+  for _, n in ipairs(nodes) do if n.fuse_live == gen then live[n] = true end end
   return live
 end
 
--- Readers count only live nodes: a node an earlier rule left dead reads nothing.
-local function make_ctx(nodes, env, dev)
-  local readers = {}
-  local live = live_nodes(nodes)
+-- Readers count only live nodes: a node an earlier rule left dead reads nothing. `gen` numbers this walk
+-- (apply's walks count up from a fresh number per call).
+local function make_ctx(nodes, env, dev, gen)
+  mark_live(nodes, gen)
   for _, n in ipairs(nodes) do
-    if live[n] then
+    if n.fuse_live == gen then
       local ins = n.inputs
       for j = 1, #ins do
-        local r = readers[ins[j]]
-        if r then r[#r + 1] = n else readers[ins[j]] = { n } end
+        local i = ins[j]
+        if i.fuse_rgen == gen then
+          local r = i.fuse_readers
+          r[#r + 1] = n
+        else
+          i.fuse_rgen, i.fuse_readers = gen, { n }
+        end
       end
     end
   end
+  local function readers_of(n)
+    if n.fuse_rgen == gen then return n.fuse_readers end
+    return nil
+  end
   local ctx = {}
-  function ctx.consumers(n) return readers[n] or {} end
+  function ctx.consumers(n) return readers_of(n) or {} end
   function ctx.only_reader(n, reader)
-    local r = readers[n] or {}
-    return #r == 1 and r[1] == reader
+    local r = readers_of(n)
+    return r ~= nil and #r == 1 and r[1] == reader
   end
   -- True when no node strictly between a and b (in order) reads `value`.
   function ctx.unread_between(value, a, b)
-    for _, r in ipairs(readers[value] or {}) do
+    for _, r in ipairs(readers_of(value) or {}) do
       if r.order > a.order and r.order < b.order then return false end
     end
     return true
@@ -164,7 +182,7 @@ local function make_ctx(nodes, env, dev)
   -- Order of the first node that reads n's data, looking through views (a view reads nothing).
   function ctx.first_read(n)
     local first = math.huge
-    for _, r in ipairs(readers[n] or {}) do
+    for _, r in ipairs(readers_of(n) or {}) do
       if r.op == "view" then first = math.min(first, ctx.first_read(r))
       else first = math.min(first, r.order) end
     end
@@ -188,19 +206,20 @@ function M.apply(graph, env, dev)
   end
   for _, name in ipairs(graph.output_order) do map[graph.outputs[name]].is_output = true end
   local rules = enabled_rules(env)
+  local gen = 0   -- the walks' numbers (make_ctx): the copies are fresh, so they start unstamped
   for _, rule in ipairs(rules) do
     -- readers as the earlier rules left them; made at the rule's first candidate (a walk of the whole graph:
     -- most of a plan's lowering time, so not for the rules a graph has no candidate for)
     local ctx
     for _, n in ipairs(copies) do
       if n.op == rule.op then
-        ctx = ctx or make_ctx(copies, env, dev)
+        if not ctx then gen = gen + 1; ctx = make_ctx(copies, env, dev, gen) end
         rule.apply(n, ctx)
       end
     end
   end
   -- Nodes a fusion made dead (nothing live reads them, not an output) are dropped.
-  local live = live_nodes(copies)
+  local live = live_nodes(copies, gen + 1)
   local out, before = {}, {}
   for _, n in ipairs(copies) do
     if live[n] and n.written_by then

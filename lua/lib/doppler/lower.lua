@@ -3,6 +3,7 @@
 -- op semantics in docs/OPS.md. A rule gets the context (kernels, dispatch, tensors, types) and
 -- the node, whose inputs already have device tensors (ctx.t(node)).
 local Graph = require "doppler.graph"
+local clock = require("doppler").clock
 
 local M = { rules = {}, strided = {} }
 local R = M.rules
@@ -312,8 +313,17 @@ end
 -- pending in ctx.prep; the caches every plan shares take them only once they are made, so a plan whose
 -- lowering fails leaves no unmade tensor behind.
 local function prep_of(ctx)
-  if not ctx.prep then ctx.prep = { rec = ctx.dev:recorder(), f16 = {}, cols = {} } end
+  if not ctx.prep then ctx.prep = { rec = ctx.dev:recorder(), f16 = {}, cols = {}, alloc_s = 0 } end
   return ctx.prep
+end
+
+-- A device tensor for a preparation's result, its allocation timed (compile.lua reports prepare_alloc_s).
+local function prep_tensor(ctx, desc)
+  local prep, t0 = prep_of(ctx), clock()
+  local t = ctx.dev:tensor(desc)
+  prep.alloc_s = prep.alloc_s + (clock() - t0)
+  ctx.plan.owned[#ctx.plan.owned + 1] = t
+  return t
 end
 
 -- The f16 copy of a quantised weight for q_matmul=dequant_f16: made once per weight tensor (dequant.comp,
@@ -325,8 +335,7 @@ local function dequant_f16(ctx, w)
   local t = f16_copies[wt] or (ctx.prep and ctx.prep.f16[wt])
   if t then return t end
   local N, K = w.bshape[1], w.bshape[2]
-  t = ctx.dev:tensor { dtype = "f16", shape = { N, K } }
-  ctx.plan.owned[#ctx.plan.owned + 1] = t
+  t = prep_tensor(ctx, { dtype = "f16", shape = { N, K } })
   local ldef = LAYOUT_DEFINE[M.layout_of(wt)]
   local k = ctx.kernel("quant/dequant.comp", { Q_DEFINE[w.etype], ldef }, { WG = 256 })
   local gx, gy = groups_1d(N * K // 8, 256)
@@ -1395,27 +1404,27 @@ local function down_columns(ctx, wd, rows)
   local src = not qdef and Q_DEFINE[wd.etype] and dequant_f16(ctx, wd) or w
   local prep = prep_of(ctx)
   if qdef then
-    t = ctx.dev:tensor { dtype = "u8", shape = { (N // 32) * K * (wd.etype == "q4_k" and 24 or 32) } }
+    t = prep_tensor(ctx, { dtype = "u8", shape = { (N // 32) * K * (wd.etype == "q4_k" and 24 or 32) } })
     local k = ctx.kernel("quant/columns_q.comp", { Q_DEFINE[wd.etype], LAYOUT_DEFINE[M.layout_of(w)] }, { WG = 256 })
     local gx, gy = groups_1d((N // 32) * K, 256)
     prep.rec:dispatch(k, { gx, gy, 1 }, { w = w, y = t, K = K, N = N, row_blocks = row_blocks(w) })
   else
-    t = ctx.dev:tensor { dtype = "f16", shape = { N // 8, K, 8 } }
+    t = prep_tensor(ctx, { dtype = "f16", shape = { N // 8, K, 8 } })
     local k = ctx.kernel("copy/columns.comp", {}, { WG = 256 })
     local gx, gy = groups_1d(K * N // 8, 256)
     prep.rec:dispatch(k, { gx, gy, 1 }, { w = src, y = t, N = K, K = N })
   end
-  ctx.plan.owned[#ctx.plan.owned + 1] = t
   prep.cols[w] = prep.cols[w] or {}
   prep.cols[w][key] = t
   return t, qdef
 end
 
 -- Runs the plan's weight preparations (prep_of), if it has any, and hands what they made to the caches every
--- plan shares. plan.compile calls it when the lowering rules are done.
+-- plan shares. plan.compile calls it when the lowering rules are done. Returns the seconds their tensors'
+-- allocations took (during the lowering).
 function M.finish(ctx)
   local prep = ctx.prep
-  if not prep then return end
+  if not prep then return 0 end
   ctx.prep = nil
   prep.rec:run()
   for w, t in pairs(prep.f16) do f16_copies[w] = t end
@@ -1423,6 +1432,7 @@ function M.finish(ctx)
     down_cols[w] = down_cols[w] or {}
     for key, t in pairs(made) do down_cols[w][key] = t end
   end
+  return prep.alloc_s
 end
 
 -- glu_down (fusions.lua): inputs x, wg, wu, wd and, with prenorm, a, w2, sum, w1 (as norm_gate_up's); the

@@ -279,15 +279,17 @@ function M.compile(dev, graph, env)
     if not rule then Graph.fail("plan: no kernel for op '%s' (%s)", n.op, n.where) end
     rule(ctx, n)
   end
-  lower.finish(ctx)   -- the weight preparations the rules asked for, in one submit
-  p.dispatches = ctx.dispatches
   local t_lowered = clock()
+  local prep_alloc = lower.finish(ctx)   -- the weight preparations the rules asked for, in one submit
+  local t_prepared = clock()
+  p.dispatches = ctx.dispatches
   -- A GPU-resident decode loop: the step's calls recorded env.loop.steps times (doppler.loop).
   if env.loop then env.loop.record(dev, p, env.loop) end
   -- Seconds per phase (recipes/bench/compile.lua): the fusion pass, placing values in the arena, lowering
-  -- (its kernels made or found and its dispatches recorded), and a loop's steps recorded again.
+  -- (its kernels made or found, its dispatches recorded, the weight preparations' tensors allocated: prepare_alloc
+  -- of it), running the preparations, and a loop's steps recorded again.
   p.compile_times = { fusions = t_fused - t0, place = t_placed - t_fused, lower = t_lowered - t_placed,
-                      loop = clock() - t_lowered }
+                      prepare_alloc = prep_alloc, prepare = t_prepared - t_lowered, loop = clock() - t_prepared }
   p.outputs = {}
   for name, n in pairs(graph.outputs) do p.outputs[name] = p.tensors[copy_of[n]] end
   return p
