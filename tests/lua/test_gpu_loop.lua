@@ -139,6 +139,14 @@ for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
     check.truthy(side_step <= 1 and side_chunked <= 1,
                  ("side submits per generation: %d step by step, %d in chunks"):format(side_step, side_chunked))
   end)
+  check.case(name .. ": a chunked generation compiles the prompt's plan and the loop's, not the step's", function()
+    M.s:drop_plans()
+    local before = M.s.plans_compiled
+    local ids = run(M, 16, { temperature = 0 }, 33)
+    check.eq(#ids, 33, "ids")
+    check.eq(M.s.plans_compiled - before, 2, "plans compiled")
+    check.eq(M.s.plans["1l"], nil, "no step plan")
+  end)
   check.case(name .. ": the advance between steps runs the fused head's argmax_final (not after a top-p draw)", function()
     for _, st in ipairs(SETTINGS) do
       run(M, 16, st.opts, 20)

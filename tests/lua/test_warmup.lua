@@ -72,14 +72,15 @@ for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
     -- on the main queue each upload's submit stops it and the next tensor starts it again; on a second queue
     -- it runs through the load
     check.truthy(side_dev:warmup_stats().starts > s0, "started while the weights loaded")
-    for _, chunk in ipairs({ 16, 1 }) do
+    for round, chunk in ipairs({ 16, 1, 1 }) do
       local before = side_dev:warmup_stats().starts
       local want, got = run(A, chunk, 20), run(B, chunk, 20)
       check.eq(#got, 20, "tokens")
       for i = 1, #want do check.eq(got[i], want[i], ("chunk %d, token %d"):format(chunk, i)) end
-      -- chunk 16 compiles the prompt's, the step's and the GPU loop's plans; chunk 1 only replays them
+      -- chunk 16 compiles the prompt's and the GPU loop's plans, the first chunk 1 the step's; the second
+      -- chunk 1 only replays them
       local started = side_dev:warmup_stats().starts - before
-      if chunk == 16 then check.truthy(started >= 1, "started again for the plans compiled")
+      if round < 3 then check.truthy(started >= 1, "started again for the plans compiled")
       else check.eq(started, 0, "no plan compiled, no start") end
       check.eq(side_dev:warmup_stats().running, false, "not running after the decode's submits")
     end

@@ -221,24 +221,27 @@ function Session:compile(g, env)
   return p
 end
 
+-- Per-pass inputs and the sampled id for passes of up to T tokens. They live in mapped host memory: writing
+-- them before a pass and reading the id after it are memory copies, not submits (one submit per pass).
+function Session:ensure_inputs(T)
+  if self.inputs and self.inputs.cap >= T then return end
+  local cap = math.max(T, self.chunk)
+  self.inputs = {
+    cap = cap,
+    ids = self.dev:tensor { dtype = "u32", shape = { cap }, host = true },
+    pos = self.dev:tensor { dtype = "u32", shape = { cap }, host = true },
+    next = self.dev:tensor { dtype = "u32", shape = { 1 }, host = true },
+  }
+  self.plans = {}   -- plans recorded against the old input buffers are stale
+end
+
 -- The plan for a pass of T tokens.
 function Session:plan_for(T, all_rows)
   local key = T .. (all_rows and "a" or "l")
   local p = self.plans[key]
   if p then return p end
   local g = self:graph(all_rows)
-  if not self.inputs or self.inputs.cap < T then
-    local cap = math.max(T, self.chunk)
-    -- Per-pass inputs and the sampled id live in mapped host memory: writing them before a pass
-    -- and reading the id after it are memory copies, not submits (one submit per pass).
-    self.inputs = {
-      cap = cap,
-      ids = self.dev:tensor { dtype = "u32", shape = { cap }, host = true },
-      pos = self.dev:tensor { dtype = "u32", shape = { cap }, host = true },
-      next = self.dev:tensor { dtype = "u32", shape = { 1 }, host = true },
-    }
-    self.plans = {}   -- plans recorded against the old input buffers are stale
-  end
+  self:ensure_inputs(T)
   local env = {
     T = T, act = self.act, kv = self.kv, hints = self.hints,
     weights = self.weights, states = self.states,
@@ -265,7 +268,10 @@ function Session:loop_plan(steps)
   local key = "L" .. steps .. self.hints:get("loop_skip")   -- a chunk is recorded for one skip mode
   local p = self.plans[key]
   if p then return p end
-  self:plan_for(1, false)   -- the inputs and the arena, as for a step
+  -- Only the inputs, not the step's plan: a generation that runs in chunks may never need that plan, and
+  -- compiling it took ~60 ms before Gemma 3 1B's decode began on the H100 (docs/BENCHMARKS.md 39b). The loop's plan
+  -- shares the session's arena, or makes a larger one, as any plan does.
+  self:ensure_inputs(1)
   local bufs = loop.buffers(self.dev, steps)
   local env = {
     T = 1, act = self.act, kv = self.kv, hints = self.hints,
