@@ -87,7 +87,7 @@ function M.open(recipe, model, opts)
     act = act, kv = kv, context = opts.context or h:get("context"),
     chunk = h:get("prefill_chunk"), pos = 0, plans = {}, graphs = {}, constants = {},
     passes = 0, upload_bytes = 0, readback_bytes = 0,
-    plans_compiled = 0, plan_seconds = 0,   -- what compiling plans took (doppler run reports it apart)
+    plans_compiled = 0, plan_seconds = 0,   -- what building graphs and compiling plans took (doppler run reports it apart)
   }, Session)
   s.chunk = math.min(s.chunk, s.context)
   s.norm_offset = recipe.norm_offset
@@ -154,10 +154,13 @@ end
 
 local weight_node_cache_mt = { __mode = "k" }
 
--- The graph of the forward pass, built once per kind (all logits rows or the last one).
+-- The graph of the forward pass, built once per kind (all logits rows or the last one). Its build counts in
+-- plan_seconds: like a plan's compile, a one-off of the process before its first pass (7-24 ms for Gemma 3 1B on
+-- the H100's host, docs/BENCHMARKS.md 39d), which doppler run reports apart from the first token.
 function Session:graph(all_rows)
   local key = all_rows and "all" or "last"
   if self.graphs[key] then return self.graphs[key] end
+  local t0 = doppler.clock()
   local g = Graph.new { name = self.recipe.name }
   local nodes = setmetatable({}, weight_node_cache_mt)
   local s = self
@@ -178,6 +181,7 @@ function Session:graph(all_rows)
   -- Decoding reads back only this id, computed in the pass from the last row.
   g:output("next", self:next_node(g, io, all_rows and g:last_row(logits) or logits))
   self.graphs[key] = g
+  self.plan_seconds = self.plan_seconds + (doppler.clock() - t0)
   return g
 end
 
