@@ -164,8 +164,10 @@ check.case("weight preparations (f16 copies, down's columns) run in one submit p
   check.eq(n, uploads + 1, "the prompt plan's preparations: one submit besides its uploads")
   local copies = 0
   for _, t in ipairs(prompt.owned) do if t:dtype() == "f16" and #t:shape() == 2 then copies = copies + 1 end end
-  check.eq(copies, 7 * s.cfg.num_hidden_layers + 1,
-           "f16 copies made by that submit: q, k, v, o, gate, up, down per layer and the head (the tied embedding)")
+  -- q, k, v, o and down of every layer and the head (the tied embedding); gate and up too where the device does
+  -- not take them in blocks (q_matmul_glu=fused: on the H100 it does, on lavapipe the prefill copies them)
+  local L = s.cfg.num_hidden_layers
+  check.truthy(copies == 5 * L + 1 or copies == 7 * L + 1, ("f16 copies made by that submit: %d"):format(copies))
   n, _, uploads = submits_of(s, function() return s:plan_for(1, false) end)
   check.eq(n, uploads + 1, "the step plan's preparations (down's columns): one submit besides its uploads")
   -- compiled again, the plans find every preparation made (the caches took them after their submit)
