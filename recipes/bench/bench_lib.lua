@@ -206,15 +206,22 @@ function M.table(rows)
   return table.concat(lines, "\n")
 end
 
-function M.main(mode, argv)
-  local o = cli.parse(argv, M.options(mode))
+-- The model of --model, its recipe (--recipe, else from its architecture) and the hints (the recipe's, then
+-- --hint) from parsed options; compile.lua opens its model the same way.
+function M.model_and_hints(o)
   if not o.model then error("--model PATH is required", 0) end
-  local t_load = doppler.clock()
   local model = doppler.open_model(o.model)
   local recipe = o.recipe and recipes.load(o.recipe) or recipes.for_model(model, o.model)
   local h = hints.new()
   h:apply(recipe.hints, "recipe " .. recipe.name)
   h:apply_args(o.hint)
+  return model, recipe, h
+end
+
+function M.main(mode, argv)
+  local o = cli.parse(argv, M.options(mode))
+  local t_load = doppler.clock()
+  local model, recipe, h = M.model_and_hints(o)
   local P, N = o.prompt_tokens, o.tokens
   if P + math.max(N, o.profile_tokens) + 1 > h:get("context") then
     error(("%d prompt + %d decode positions exceed the context of %d (--hint context=N)"):format(

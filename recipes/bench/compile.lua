@@ -12,9 +12,7 @@
 package.path = (arg[0]:match("^(.*/)") or "./") .. "?.lua;" .. package.path
 local doppler = require "doppler"
 local cli = require "doppler.cli"
-local hints = require "doppler.hints"
 local session = require "doppler.session"
-local recipes = require "doppler.recipes"
 local json = require "doppler.json"
 local bench_lib = require "bench_lib"
 
@@ -51,13 +49,8 @@ end
 
 local function main(argv)
   local o = cli.parse(argv, OPTIONS)
-  if not o.model then error("--model PATH is required", 0) end
   local t_load = doppler.clock()
-  local model = doppler.open_model(o.model)
-  local recipe = o.recipe and recipes.load(o.recipe) or recipes.for_model(model, o.model)
-  local h = hints.new()
-  h:apply(recipe.hints, "recipe " .. recipe.name)
-  h:apply_args(o.hint)
+  local model, recipe, h = bench_lib.model_and_hints(o)
   local s = session.open(recipe, model, { hints = h })
   local load_s = doppler.clock() - t_load
   local caps = s.dev:caps()
