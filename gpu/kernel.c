@@ -6,10 +6,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <xxhash.h>
 
+#include "core/clock.h"
 #include "gpu/device_impl.h"
 #include "gpu/kernel.h"
 #include "gpu/kernel_stats.h"
@@ -26,14 +26,6 @@ struct dp_kernel {
     VkPipelineLayout layout;
     VkPipeline       pipeline;
 };
-
-/* Seconds on a monotonic clock: the build's phases are timed into dev->kernel_times. */
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void kernel_free(dp_device *dev, dp_kernel *k)
 {
@@ -135,13 +127,13 @@ static dp_status build(dp_device *dev, const dp_kernel_desc *d, dp_kernel *k, dp
 
     dp_kernel_times *kt = &dev->kernel_times;
     dp_shader_src src = {.file = d->file, .source = d->source, .defines = d->defines, .n_defines = d->n_defines};
-    double t = now_s();
+    double t = dp_clock_seconds();
     st = dp_shader_compile(dev->shaders, &src, &spv, err);
-    kt->shader_s += now_s() - t;
+    kt->shader_s += dp_clock_seconds() - t;
     if (st != DP_OK) return st;
-    t = now_s();
+    t = dp_clock_seconds();
     st = dp_reflect(spv.words, spv.n_words, k->name, &k->refl, err);
-    kt->reflect_s += now_s() - t;
+    kt->reflect_s += dp_clock_seconds() - t;
     if (st != DP_OK) goto done;
     if (k->refl.push_size > c->max_push_constants) {
         st = DP_FAIL(err, DP_EINVAL, "kernel %s: push block of %u bytes exceeds the device's %u (maxPushConstantsSize)",
@@ -180,7 +172,7 @@ static dp_status build(dp_device *dev, const dp_kernel_desc *d, dp_kernel *k, dp
         goto done;
     }
 
-    t = now_s();
+    t = dp_clock_seconds();
     VkShaderModuleCreateInfo mi = {
         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
         .codeSize = spv.n_words * 4,
@@ -194,7 +186,7 @@ static dp_status build(dp_device *dev, const dp_kernel_desc *d, dp_kernel *k, dp
         .pPushConstantRanges = k->refl.push_size ? &pr : NULL,
     };
     st = DP_VK(err, vkCreatePipelineLayout(dev->device, &li, NULL, &k->layout));
-    kt->layout_s += now_s() - t;
+    kt->layout_s += dp_clock_seconds() - t;
     if (st != DP_OK) goto done;
 
     VkSpecializationInfo si = {.mapEntryCount = n_map, .pMapEntries = map, .dataSize = n_map * 4, .pData = data};
@@ -234,9 +226,9 @@ static dp_status build(dp_device *dev, const dp_kernel_desc *d, dp_kernel *k, dp
         .stage = stage,
         .layout = k->layout,
     };
-    t = now_s();
+    t = dp_clock_seconds();
     st = DP_VK(err, vkCreateComputePipelines(dev->device, dev->pipeline_cache, 1, &pi, NULL, &k->pipeline));
-    kt->pipeline_s += now_s() - t;
+    kt->pipeline_s += dp_clock_seconds() - t;
     if (st == DP_OK) {
         kt->built++;
         dp_pipeline_cache_note_new(dev);
@@ -251,16 +243,16 @@ dp_status dp_kernel_get(dp_device *dev, const dp_kernel_desc *desc, dp_kernel **
 {
     *out = NULL;
     if (!desc->file && !desc->source) return DP_FAIL(err, DP_EINVAL, "kernel: neither file nor source given");
-    double t = now_s();
+    double t = dp_clock_seconds();
     XXH128_hash_t key = desc_key(desc);
     dev->kernel_times.lookups++;
     for (uint32_t i = 0; i < dev->n_kernels; i++)
         if (XXH128_isEqual(dev->kernels[i]->key, key)) {
             *out = dev->kernels[i];
-            dev->kernel_times.lookup_s += now_s() - t;
+            dev->kernel_times.lookup_s += dp_clock_seconds() - t;
             return DP_OK;
         }
-    dev->kernel_times.lookup_s += now_s() - t;
+    dev->kernel_times.lookup_s += dp_clock_seconds() - t;
     if (dev->n_kernels == dev->cap_kernels) {
         uint32_t cap = dev->cap_kernels ? 2 * dev->cap_kernels : 32;
         dp_kernel **nk = realloc(dev->kernels, cap * sizeof *nk);

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "core/text/tokenizer.h"
 #include "lua/commands.h"
 
@@ -21,13 +21,6 @@ static const char USAGE[] =
     "  --decode          read a JSON array of ids instead and print the text\n"
     "  --skip-special    with --decode: leave special tokens out\n"
     "  --time            print load time, bytes, tokens and seconds to stderr\n";
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static char *read_stdin(size_t *len)
 {
@@ -112,23 +105,23 @@ int dp_cmd_tokenize(int argc, char **argv)
     char *in = NULL, *text = NULL;
     int32_t *ids = NULL;
     size_t in_len = 0, n = 0, tlen = 0;
-    double t0 = now_s();
+    double t0 = dp_clock_seconds();
     if (dp_tokenizer_load(path, &tok, &err) != DP_OK) goto fail;
-    double t1 = now_s();
+    double t1 = dp_clock_seconds();
     if (!(in = read_stdin(&in_len))) {
         fprintf(stderr, "doppler tokenize: cannot read stdin\n");
         goto done;
     }
-    double t2 = now_s(), t3;
+    double t2 = dp_clock_seconds(), t3;
     if (decode) {
         if (parse_ids(in, in_len, &ids, &n) != 0) goto done;
-        t2 = now_s();
+        t2 = dp_clock_seconds();
         if (dp_tokenizer_decode(tok, ids, n, skip, &text, &tlen, &err) != DP_OK) goto fail;
-        t3 = now_s();
+        t3 = dp_clock_seconds();
         fwrite(text, 1, tlen, stdout);
     } else {
         if (dp_tokenizer_encode(tok, in, in_len, bos, &ids, &n, &err) != DP_OK) goto fail;
-        t3 = now_s();
+        t3 = dp_clock_seconds();
         /* one line; a buffer keeps a million ids from costing a million stdio calls */
         char *buf = malloc(n * 12 + 4);
         if (!buf) { fprintf(stderr, "doppler tokenize: out of memory\n"); goto done; }

@@ -19,8 +19,8 @@
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "gpu/device.h"
 #include "gpu/kernel.h"
 #include "gpu/pipeline_cache.h"
@@ -960,9 +960,7 @@ static int recorder_stats(lua_State *L)
 /* doppler.clock() -> seconds on a monotonic clock (for timings in scripts) */
 static int l_clock(lua_State *L)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    lua_pushnumber(L, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
+    lua_pushnumber(L, dp_clock_seconds());
     return 1;
 }
 
