@@ -36,6 +36,7 @@ typedef struct block {
 struct dp_pool {
     dp_device    *dev;
     uint64_t      block_bytes;
+    bool          grow;        /* block_bytes is the default: the first blocks of a kind are smaller */
     block        *blocks;
     uint32_t      n_blocks;
     dp_pool_stats st;
@@ -63,6 +64,7 @@ dp_status dp_pool_create(dp_device *dev, uint64_t block_bytes, dp_pool **out, dp
     if (!p) return DP_FAIL(err, DP_ENOMEM, "out of host memory creating the buffer pool");
     p->dev = dev;
     p->block_bytes = align_up(block_bytes ? block_bytes : DP_POOL_DEFAULT_BLOCK, DP_POOL_ALIGN);
+    p->grow = block_bytes == 0;
     *out = p;
     return DP_OK;
 }
@@ -231,6 +233,22 @@ static bool find_fit(dp_pool *p, dp_mem kind, uint64_t size, uint32_t *bi, uint3
     return best != UINT64_MAX;
 }
 
+/* The size of a new shared block that must hold a slice of `need` bytes (<= block_bytes). With the default
+** block size the first three blocks of a kind are 1/8, 1/4 and 1/2 of it, as Vulkan Memory Allocator sizes
+** blocks when none is given: a small model (a test fixture, a tokenizer-only run) then holds 32 + 32 MiB
+** instead of 2 x 256 MiB, and a large one makes three smaller blocks on its way to the full size. Why it
+** matters beyond memory: on a CPU device a block is host memory that the process touches and (under the
+** sanitizer build, scripts/test.sh) shadows page by page, once per process. */
+static uint64_t next_block_bytes(const dp_pool *p, dp_mem kind, uint64_t need)
+{
+    if (!p->grow) return p->block_bytes;
+    uint32_t held = 0;
+    for (uint32_t i = 0; i < p->n_blocks; i++)
+        if (p->blocks[i].mem && !p->blocks[i].dedicated && p->blocks[i].kind == kind) held++;
+    uint64_t size = held >= 3 ? p->block_bytes : align_up(p->block_bytes >> (3 - held), DP_POOL_ALIGN);
+    return size < need ? need : size;
+}
+
 dp_status dp_pool_acquire(dp_pool *p, dp_mem kind, uint64_t bytes, const char *what, dp_buffer *out, dp_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -247,7 +265,7 @@ dp_status dp_pool_acquire(dp_pool *p, dp_mem kind, uint64_t bytes, const char *w
         size = dp_pool_size_class(bytes);
         if (size > p->block_bytes) size = p->block_bytes;
         if (!find_fit(p, kind, size, &bi, &ri)) {
-            if ((st = new_block(p, kind, p->block_bytes, false, what, &bi, err)) != DP_OK) return st;
+            if ((st = new_block(p, kind, next_block_bytes(p, kind, size), false, what, &bi, err)) != DP_OK) return st;
             ri = 0;
         }
     }

@@ -94,6 +94,39 @@ static void test_pool_reuse_and_stats(void **state)
     dp_test_device_close(dev);
 }
 
+/* With the default block size the first blocks of a kind are 32, 64 and 128 MiB, then 256 (pool.c,
+** next_block_bytes); a slice larger than the next size makes its block that large. */
+static void test_pool_blocks_grow(void **state)
+{
+    (void)state;
+    dp_device *dev = dp_test_device_open();
+    dp_err err = {0};
+    dp_pool *pool = dp_device_pool(dev);
+    dp_pool_stats s;
+    dp_pool_get_stats(pool, &s);
+    assert_int_equal(s.blocks, 0);   /* opening a device allocates nothing */
+    const uint64_t MiB = 1ull << 20;
+    /* each size misses every block before it (their leftovers: 32, 24, 28 MiB) */
+    static const uint64_t ask[4] = {4096, 40u << 20, 100u << 20, 33u << 20};
+    static const uint64_t made[4] = {32, 64, 128, 256};
+    dp_buffer b[4], h;
+    uint64_t held = 0;
+    for (int i = 0; i < 4; i++) {
+        DP_TEST_OK(dp_pool_acquire(pool, DP_MEM_DEVICE, ask[i], "grow", &b[i], &err), &err);
+        dp_pool_get_stats(pool, &s);
+        assert_int_equal(s.blocks, i + 1);
+        held += made[i] * MiB;
+        assert_int_equal(s.device_block_bytes, held);
+    }
+    /* the host kind counts its own blocks: its first holds a 50 MiB slice whole */
+    DP_TEST_OK(dp_pool_acquire(pool, DP_MEM_HOST, 50u << 20, "grow host", &h, &err), &err);
+    dp_pool_get_stats(pool, &s);
+    assert_int_equal(s.host_block_bytes, dp_pool_size_class(50u << 20));
+    dp_pool_release(pool, &h);
+    for (int i = 0; i < 4; i++) dp_pool_release(pool, &b[i]);
+    dp_test_device_close(dev);
+}
+
 static void test_oom_no_leak(void **state)
 {
     (void)state;
@@ -617,6 +650,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_reuse_and_stats),
+        cmocka_unit_test(test_pool_blocks_grow),
         cmocka_unit_test(test_oom_no_leak),
         cmocka_unit_test(test_spirv_cache_across_contexts),
         cmocka_unit_test(test_pipeline_cache_file),
