@@ -92,7 +92,7 @@ typedef struct dp_device_opts {
     bool        kernel_stats; /* print each new pipeline's driver statistics to stderr (also: DOPPLER_KERNEL_STATS=1;
                               ** devices without caps.pipeline_stats say so once and run without) */
     uint32_t    timeout_ms;   /* fence waits; 0: $DOPPLER_GPU_TIMEOUT_MS, else 120000 */
-    uint64_t    block_bytes;  /* pool block size, fixed; 0: 256 MiB, reached through 32, 64, 128 */
+    uint64_t    block_bytes;  /* pool block size, fixed; 0: 256 MiB (host-visible memory: through 32, 64, 128) */
     const char *cache_dir;    /* SPIR-V cache; NULL: $DOPPLER_CACHE_DIR, $XDG_CACHE_HOME/doppler, ~/.cache/doppler */
     const char *shaders_dir;  /* NULL: dp_home_dir()/shaders */
     bool        side_on_main; /* the side queue's work (gpu/prefetch.c) on the main queue, one after the other: for

@@ -36,7 +36,7 @@ typedef struct block {
 struct dp_pool {
     dp_device    *dev;
     uint64_t      block_bytes;
-    bool          grow;        /* block_bytes is the default: the first blocks of a kind are smaller */
+    bool          grow[DP_MEM_COUNT];   /* this kind's first blocks are smaller (next_block_bytes) */
     block        *blocks;
     uint32_t      n_blocks;
     dp_pool_stats st;
@@ -48,6 +48,12 @@ static const VkBufferUsageFlags USAGE =
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+/* a predicate of conditional rendering may live in any buffer (gpu/recorder.h) */
+static VkBufferUsageFlags usage_of(const dp_device *dev)
+{
+    return USAGE | (dev->caps.conditional_rendering ? VK_BUFFER_USAGE_CONDITIONAL_RENDERING_BIT_EXT : 0);
+}
+
 uint64_t dp_pool_size_class(uint64_t bytes)
 {
     if (bytes <= DP_POOL_ALIGN) return DP_POOL_ALIGN;
@@ -57,6 +63,54 @@ uint64_t dp_pool_size_class(uint64_t bytes)
     return align_up(bytes, step);
 }
 
+/* Memory type for `kind` among `bits`: device-local first for tensors; host-visible + coherent
+** (cached if possible: downloads read it) for staging. UINT32_MAX if none. */
+static uint32_t pick_type(const VkPhysicalDeviceMemoryProperties *m, uint32_t bits, dp_mem kind)
+{
+    static const VkMemoryPropertyFlags want[DP_MEM_COUNT][3] = {
+        [DP_MEM_DEVICE] = {VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, 0},
+        [DP_MEM_HOST] = {VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                             VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0},
+    };
+    for (int w = 0; w < 3; w++) {
+        if (w > 0 && want[kind][w] == 0) break;
+        for (uint32_t i = 0; i < m->memoryTypeCount; i++)
+            if ((bits & (1u << i)) && (m->memoryTypes[i].propertyFlags & want[kind][w]) == want[kind][w])
+                return i;
+    }
+    return UINT32_MAX;
+}
+
+/* Which kinds' blocks grow (next_block_bytes): those of memory the host can see, i.e. staging on every device and
+** every block on a device whose memory is the host's (lavapipe, an integrated GPU). A discrete GPU's device-local
+** memory takes full blocks from the first: there the smaller first blocks cost Gemma 3 1B Q4_K_M's decode 1.4 % on
+** the H100 (docs/BENCHMARKS.md, run 40a; where its first weights land, not pursued), and a few MiB of VRAM held
+** for a small model matter less than host memory a CPU device's process touches. Every buffer the pool makes
+** has the same usage, so one probe buffer's memoryTypeBits stand for all (the Vulkan spec guarantees it). */
+static dp_status growing_kinds(dp_pool *p, dp_err *err)
+{
+    VkDevice d = p->dev->device;
+    VkBufferCreateInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+        .size = DP_POOL_ALIGN,
+        .usage = usage_of(p->dev),
+        .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+    };
+    VkBuffer buf;
+    dp_status st = DP_VK(err, vkCreateBuffer(d, &bi, NULL, &buf));
+    if (st != DP_OK) return st;
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(d, buf, &req);
+    vkDestroyBuffer(d, buf, NULL);
+    for (int kind = 0; kind < DP_MEM_COUNT; kind++) {
+        uint32_t type = pick_type(&p->dev->mem, req.memoryTypeBits, (dp_mem)kind);
+        p->grow[kind] = type != UINT32_MAX &&
+                        (p->dev->mem.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+    }
+    return DP_OK;
+}
+
 dp_status dp_pool_create(dp_device *dev, uint64_t block_bytes, dp_pool **out, dp_err *err)
 {
     *out = NULL;
@@ -64,7 +118,13 @@ dp_status dp_pool_create(dp_device *dev, uint64_t block_bytes, dp_pool **out, dp
     if (!p) return DP_FAIL(err, DP_ENOMEM, "out of host memory creating the buffer pool");
     p->dev = dev;
     p->block_bytes = align_up(block_bytes ? block_bytes : DP_POOL_DEFAULT_BLOCK, DP_POOL_ALIGN);
-    p->grow = block_bytes == 0;
+    if (block_bytes == 0) {   /* a size given is kept for every block */
+        dp_status st = growing_kinds(p, err);
+        if (st != DP_OK) {
+            free(p);
+            return st;
+        }
+    }
     *out = p;
     return DP_OK;
 }
@@ -97,25 +157,6 @@ void dp_pool_destroy(dp_pool *p)
     free(p);
 }
 
-/* Memory type for `kind` among `bits`: device-local first for tensors; host-visible + coherent
-** (cached if possible: downloads read it) for staging. UINT32_MAX if none. */
-static uint32_t pick_type(const VkPhysicalDeviceMemoryProperties *m, uint32_t bits, dp_mem kind)
-{
-    static const VkMemoryPropertyFlags want[DP_MEM_COUNT][3] = {
-        [DP_MEM_DEVICE] = {VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, 0},
-        [DP_MEM_HOST] = {VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
-                             VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
-                         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0},
-    };
-    for (int w = 0; w < 3; w++) {
-        if (w > 0 && want[kind][w] == 0) break;
-        for (uint32_t i = 0; i < m->memoryTypeCount; i++)
-            if ((bits & (1u << i)) && (m->memoryTypes[i].propertyFlags & want[kind][w]) == want[kind][w])
-                return i;
-    }
-    return UINT32_MAX;
-}
-
 static dp_status oom(dp_pool *p, dp_mem kind, uint64_t bytes, const char *what, uint32_t heap, const char *why,
                      dp_err *err)
 {
@@ -140,8 +181,7 @@ static dp_status new_block(dp_pool *p, dp_mem kind, uint64_t size, bool dedicate
     VkBufferCreateInfo bi = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size = size,
-        /* a predicate of conditional rendering may live in any buffer (gpu/recorder.h) */
-        .usage = USAGE | (dev->caps.conditional_rendering ? VK_BUFFER_USAGE_CONDITIONAL_RENDERING_BIT_EXT : 0),
+        .usage = usage_of(dev),
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
     if ((st = DP_VK(err, vkCreateBuffer(d, &bi, NULL, &b.buf))) != DP_OK) return st;
@@ -233,15 +273,15 @@ static bool find_fit(dp_pool *p, dp_mem kind, uint64_t size, uint32_t *bi, uint3
     return best != UINT64_MAX;
 }
 
-/* The size of a new shared block that must hold a slice of `need` bytes (<= block_bytes). With the default
-** block size the first three blocks of a kind are 1/8, 1/4 and 1/2 of it, as Vulkan Memory Allocator sizes
-** blocks when none is given: a small model (a test fixture, a tokenizer-only run) then holds 32 + 32 MiB
-** instead of 2 x 256 MiB, and a large one makes three smaller blocks on its way to the full size. Why it
-** matters beyond memory: on a CPU device a block is host memory that the process touches and (under the
-** sanitizer build, scripts/test.sh) shadows page by page, once per process. */
+/* The size of a new shared block that must hold a slice of `need` bytes (<= block_bytes). Where the kind grows
+** (growing_kinds) its first three blocks are 1/8, 1/4 and 1/2 of the default block, as Vulkan Memory Allocator
+** sizes blocks when none is given: a small model (a test fixture, a tokenizer-only run) then holds 32 MiB of
+** staging instead of 256, and on lavapipe 32 MiB of tensors too; a large one makes three smaller blocks on its
+** way to the full size. Why it matters beyond memory: each block is host memory the process touches and the
+** sanitizer build (scripts/test.sh) shadows page by page, in every process of the test suite. */
 static uint64_t next_block_bytes(const dp_pool *p, dp_mem kind, uint64_t need)
 {
-    if (!p->grow) return p->block_bytes;
+    if (!p->grow[kind]) return p->block_bytes;
     uint32_t held = 0;
     for (uint32_t i = 0; i < p->n_blocks; i++)
         if (p->blocks[i].mem && !p->blocks[i].dedicated && p->blocks[i].kind == kind) held++;

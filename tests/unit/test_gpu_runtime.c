@@ -94,8 +94,9 @@ static void test_pool_reuse_and_stats(void **state)
     dp_test_device_close(dev);
 }
 
-/* With the default block size the first blocks of a kind are 32, 64 and 128 MiB, then 256 (pool.c,
-** next_block_bytes); a slice larger than the next size makes its block that large. */
+/* With the default block size the first blocks of a kind whose memory the host can see are 32, 64 and 128 MiB,
+** then 256 (pool.c, next_block_bytes); a slice larger than the next size makes its block that large. On lavapipe
+** both kinds are host-visible memory. */
 static void test_pool_blocks_grow(void **state)
 {
     (void)state;
