@@ -83,11 +83,11 @@ static uint32_t pick_type(const VkPhysicalDeviceMemoryProperties *m, uint32_t bi
 }
 
 /* Which kinds' blocks grow (next_block_bytes): those of memory the host can see, i.e. staging on every device and
-** every block on a device whose memory is the host's (lavapipe, an integrated GPU). A discrete GPU's device-local
-** memory takes full blocks from the first: there the smaller first blocks cost Gemma 3 1B Q4_K_M's decode 1.4 % on
-** the H100 (docs/BENCHMARKS.md, run 40a; where its first weights land, not pursued), and a few MiB of VRAM held
-** for a small model matter less than host memory a CPU device's process touches. Every buffer the pool makes
-** has the same usage, so one probe buffer's memoryTypeBits stand for all (the Vulkan spec guarantees it). */
+** every block on a device whose memory is the host's (lavapipe, an integrated GPU), where the gain is measured
+** (docs/BENCHMARKS.md, session 33). A discrete GPU's device-local memory keeps full blocks from the first: nothing
+** measured asks for the change there, and decode speed on the H100 moves by ~1.5 % with where weights land from
+** one process to the next (run 40f), which an A/B of block sizes could not tell apart (40a). Every buffer the
+** pool makes has the same usage, so one probe buffer's memoryTypeBits stand for all (the Vulkan spec says so). */
 static dp_status growing_kinds(dp_pool *p, dp_err *err)
 {
     VkDevice d = p->dev->device;
