@@ -1,7 +1,8 @@
 /*
 ** gpu/pool.h: device memory, suballocated. Large VkDeviceMemory blocks (256 MiB by default; for memory the host
-** can see, the first three of a kind 32, 64 and 128 MiB: pool.c, next_block_bytes), each bound to one VkBuffer with SHADER_DEVICE_ADDRESS | STORAGE | TRANSFER_SRC/DST | INDIRECT usage,
-** are carved into slices; a request larger than a block gets a dedicated block of its own.
+** can see, the first three of a kind 32, 64 and 128 MiB: pool.c, next_block_bytes), each bound to one VkBuffer
+** with SHADER_DEVICE_ADDRESS | STORAGE | TRANSFER_SRC/DST | INDIRECT usage, are carved into slices; a request
+** larger than a block gets a dedicated block of its own.
 ** Sizes are rounded to a size class (8 per power of two, at least 256 bytes) so that a released
 ** slice fits the next request of the same class; freed ranges coalesce. Alignment: 256 bytes.
 ** Two kinds of memory: DP_MEM_DEVICE (device-local: tensors) and DP_MEM_HOST (host-visible,
