@@ -55,11 +55,20 @@ static int msghandler(lua_State *L)
     return 1;
 }
 
-int dp_host_docall(dp_host *h, int nargs, int nresults)
+/* For doppler.run.main (run_recipe): the message alone, as msghandler makes it but without the traceback. */
+static int plain_msghandler(lua_State *L)
+{
+    if (lua_tostring(L, 1) != NULL) return 1;
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+    lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    return 1;
+}
+
+static int docall(dp_host *h, int nargs, int nresults, lua_CFunction handler)
 {
     lua_State *L = h->L;
     int base = lua_gettop(L) - nargs;
-    lua_pushcfunction(L, msghandler);
+    lua_pushcfunction(L, handler);
     lua_insert(L, base);
     sigint_target = L;
     signal(SIGINT, on_sigint);
@@ -69,6 +78,8 @@ int dp_host_docall(dp_host *h, int nargs, int nresults)
     lua_remove(L, base);
     return status;
 }
+
+int dp_host_docall(dp_host *h, int nargs, int nresults) { return docall(h, nargs, nresults, msghandler); }
 
 void dp_host_report(dp_host *h, int status)
 {
@@ -186,7 +197,11 @@ static int is_recipe(lua_State *L, int idx)
 }
 
 /* Calls require("doppler.run").main(recipe, arg) with the recipe on top of the stack; replaces it
-** with main's result (or the error message). */
+** with main's result (or the error message). main is the program's command line, as `doppler run` is
+** (lua/lib/doppler/cmd/run.lua), so its errors are reported as `doppler run` reports them: the message
+** alone, which names the file and line where a recipe's own code failed. A traceback there would bury an
+** unknown option or a missing model file under frames of doppler.run; a script that is not a recipe keeps
+** its traceback (dp_host_docall). */
 static int run_recipe(dp_host *h, const char *path)
 {
     lua_State *L = h->L;
@@ -204,7 +219,7 @@ static int run_recipe(dp_host *h, const char *path)
     lua_remove(L, -2);                 /* the module */
     lua_pushvalue(L, recipe);
     lua_getglobal(L, "arg");
-    status = dp_host_docall(h, 2, 1);
+    status = docall(h, 2, 1, plain_msghandler);
     lua_remove(L, recipe);
     return status;
 }

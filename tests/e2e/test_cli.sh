@@ -61,6 +61,8 @@ expect "unknown hint lists the valid ones" nz "unknown hint 'bogus'; valid hints
 expect "bad hint value lists the valid ones" nz "precision=f64 is not valid; valid values: default, f32" -- \
   "$BIN" recipes/gemma3.lua --model "$M" --ids 1,2 --hint precision=f64
 expect "unknown option" nz "unknown option '--bogus'" -- "$BIN" recipes/gemma3.lua --model "$M" --bogus
+# a recipe run reports its command line's errors as `doppler run` does: the message, no Lua traceback
+grep -q "stack traceback" "$TMP/err" && bad "unknown option: no traceback on a recipe's command line"
 # DOPPLER_KERNEL_STATS=1: each new pipeline's driver statistics, or (lavapipe has no
 # VK_KHR_pipeline_executable_properties) one line saying there are none; generation runs either way
 expect "DOPPLER_KERNEL_STATS=1" 0 "doppler: kernel stats: attention_decode .*local [0-9]+x1x1:|has no VK_KHR_pipeline_executable_properties; no kernel statistics" -- \
@@ -76,6 +78,9 @@ expect "token id outside the vocabulary" nz "token id 999999 is outside the voca
 expect "--prompt without a tokenizer" nz "no tokenizer found" -- \
   "$BIN" recipes/gemma3.lua --model "$M" --prompt "hello" --quiet
 expect "missing model path" nz "$TMP/nowhere" -- "$BIN" recipes/gemma3.lua --model "$TMP/nowhere" --ids 1
+grep -q "stack traceback" "$TMP/err" && bad "missing model path: no traceback on a recipe's command line"
+expect "no prompt" nz "give --prompt TEXT, --ids LIST or --chat" -- "$BIN" recipes/gemma3.lua --model "$M" --quiet
+grep -q "stack traceback" "$TMP/err" && bad "no prompt: no traceback on a recipe's command line"
 
 # A config whose architecture no recipe handles.
 mkdir -p "$TMP/alien" && sed 's/Gemma3ForCausalLM/AlienForCausalLM/; s/gemma3_text/alien/' "$M/config.json" >"$TMP/alien/config.json"
