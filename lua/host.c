@@ -44,23 +44,22 @@ static void on_sigint(int sig)
     if (L) lua_sethook(L, stop_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
-static int msghandler(lua_State *L)
-{
-    const char *msg = lua_tostring(L, 1);
-    if (msg == NULL) {   /* an error object that is not a string */
-        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
-        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-    }
-    luaL_traceback(L, L, msg, 1);
-    return 1;
-}
-
-/* For doppler.run.main (run_recipe): the message alone, as msghandler makes it but without the traceback. */
+/* The error object as a string on top of the stack (plain_msghandler: what doppler.run.main's errors show). */
 static int plain_msghandler(lua_State *L)
 {
     if (lua_tostring(L, 1) != NULL) return 1;
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
     lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    return 1;
+}
+
+/* The message with a traceback appended (a script's errors); as in lua.c, an error object with __tostring is
+** its own message, without one. */
+static int msghandler(lua_State *L)
+{
+    if (lua_tostring(L, 1) == NULL && luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+    plain_msghandler(L);
+    luaL_traceback(L, L, lua_tostring(L, -1), 1);
     return 1;
 }
 
