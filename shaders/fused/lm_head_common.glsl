@@ -66,6 +66,11 @@ layout(constant_id = 1) const uint ROWS = 2;
 #define nw_load(p, i) ((p).v[(i)])
 #endif
 
+#ifdef DP_LMH_QUEUE
+// Written by atomics of every workgroup and read back by them: coherent.
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer LMH_Queue { uint v[]; };
+#endif
+
 layout(push_constant) uniform Push {
     ACT_In   x;           // [K] the hidden row before the final norm
     NW_In    wn;          // [K] the final norm's weight
@@ -77,6 +82,9 @@ layout(push_constant) uniform Push {
 #endif
 #ifdef DP_LMH_SAMPLE
     U32In    steps;       // [1] the draw counter (context length)
+#endif
+#ifdef DP_LMH_QUEUE
+    LMH_Queue queue;      // [2] lm_head_q.comp's row-block queue: next block, workgroups done (zero between dispatches)
 #endif
 #ifdef DP_LMH_PRE
     A_In     ra;          // [K] the branch output added to x (DP_LMH_PRE above; DP_A_FIX64: dp_types.glsl)

@@ -122,6 +122,7 @@ local function run(c, fused, keep, fusion)
   local r = { next = p:output("next"):download({ dtype = "u32" })[1], kernels = {}, groups = {} }
   if p:output("logits") then r.logits = p:output("logits"):download() end
   for i, k in ipairs(p.kernel_log) do r.kernels[i], r.groups[i] = k:name(), p.kernel_groups[i] end
+  r.plan = p
   return r
 end
 
@@ -359,6 +360,42 @@ check.case("lm_head_groups: at most 16 workgroups on a CPU device, 1024 on a GPU
   local blocks = (1001 + rows - 1) // rows
   if cpu then check.eq(head_groups(fused), blocks, "lm_head_groups=1024: one row block per workgroup")
   else check.truthy(head_groups(fused) * 2 > blocks, "lm_head_groups=1024: a row block per team of lanes") end
+end)
+
+-- The quantised head's row-block queue (DP_LMH_QUEUE): every row's logit written once per dispatch, and the
+-- queue set back to zero by the dispatch for the next one. The logits are cleared to NaN before each replay,
+-- so a row that no workgroup took (or a queue left past its end) shows as a NaN logit.
+check.case("lm_head_q's queue: every row once per replay, the queue reset by each; lm_head_queue=off", function()
+  local c = { act = "f32", w_dtype = "q8_0", K = 256, N = 1001,
+              hints = { q_matmul = "fused", gemv_q_x = "act", lm_head_groups = 5, lm_head_ticket = 1 } }
+  local plain = case(c)
+  local function defines(r)
+    for i, k in ipairs(r.kernels) do
+      if k == "lm_head_q" then return table.concat(r.plan.kernel_specs[i].defines, " ") end
+    end
+  end
+  local function same_logits(z, what)
+    for i = 1, c.N do
+      if string.pack("<f", z[i]) ~= string.pack("<f", plain.logits[i]) then
+        error(("%s: logit %d is %.9g, the unfused head's %.9g"):format(what, i - 1, z[i], plain.logits[i]))
+      end
+    end
+  end
+  local nan = {}
+  for i = 1, c.N do nan[i] = 0 / 0 end
+  local r = run(c, true, true)
+  check.truthy(defines(r):find("DP_LMH_QUEUE", 1, true), "auto: the head takes its rows from the queue")
+  for rep = 1, 3 do
+    r.plan:output("logits"):upload(nan)
+    r.plan:run()
+    same_logits(r.plan:output("logits"):download(), "replay " .. rep)
+    check.eq(r.plan:output("next"):download({ dtype = "u32" })[1], plain.next, "replay " .. rep .. ": the unfused id")
+  end
+  c.hints.lm_head_queue = "off"
+  local off = run(c, true, true)
+  check.truthy(not defines(off):find("DP_LMH_QUEUE", 1, true), "lm_head_queue=off: fixed shares")
+  same_logits(off.logits, "lm_head_queue=off")
+  check.eq(off.next, plain.next, "lm_head_queue=off: the unfused id")
 end)
 
 check.case("quantised head with int8 x (gemv_q_x q8x2, q8): fused/lm_head_q.comp = gemv_q's DP_XQ8", function()

@@ -89,6 +89,8 @@ M.known.gemv_q_unroll = { kind = "int", choices = { 0, 1, 2, 4 }, default = 0,
                         doc = "quantised GEMV (matmul/gemv_q.comp, DP_GLU included): 32-value units whose loads each thread issues before their arithmetic (0: 1); same sums for every value" }
 M.known.prefetch_groups = { kind = "int", choices = { 0, 8, 16, 32, 48, 64, 128 }, default = 0,
                         doc = "side prefetch: workgroups of the side kernel (0: 32)" }
+M.known.prefetch_wg = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, default = 0,
+                        doc = "side prefetch: invocations per workgroup of the side kernel (0: 256)" }
 M.known.prefetch_max_mb = { kind = "int", choices = { 0, 8, 16, 24, 32, 48, 64 }, default = 0,
                         doc = "side prefetch: largest weight range read ahead, in MiB (0: 24; larger ones, such as a head, would not stay in L2)" }
 M.known.prefetch_min_kb = { kind = "int", choices = { 0, 1, 16, 64, 256, 1024 }, default = 0,
@@ -107,6 +109,10 @@ M.known.attention_prefill_cm_keys = { kind = "int", choices = { 0, 16, 32, 64 },
                         doc = "flash prefill on cooperative matrices: keys per tile (0: 16)" }
 M.known.lm_head_groups = { kind = "int", min = 0, default = 0,
                         doc = "fused final norm + LM head + argmax (fusion lm_head): most workgroups (0: 1024; 16 on a CPU device)" }
+M.known.lm_head_queue = { values = { "auto", "on", "off" }, default = "auto",
+                        doc = "quantised LM head (fused/lm_head_q.comp): workgroups take their row blocks from a queue instead of fixed shares, so that workgroups starting late (fewer resident than dispatched) find less left; auto = on (docs/BENCHMARKS.md 41a)" }
+M.known.lm_head_ticket = { kind = "int", choices = { 0, 1, 2, 4, 8, 16 }, default = 0,
+                        doc = "quantised LM head with lm_head_queue: row blocks per team taken from the queue at a time (0: 2)" }
 M.known.glu_down_wg = { kind = "int", choices = { 0, 64, 128, 256, 512, 1024 }, default = 0,
                         doc = "the fused MLP (hint glu_down): workgroup size, a multiple of glu_down_rows (0: 8 lanes per row, 16 for float gate+up; 8 x the subgroup size on a CPU device where glu_down_rows is 0 too)" }
 M.known.glu_down_rows = { kind = "int", choices = { 0, 8, 16, 32, 64, 128 }, default = 0,

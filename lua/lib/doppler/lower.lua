@@ -123,7 +123,7 @@ function M.side_prefetch(dev, env, T)
   local caps = dev:caps()
   if mode == "auto" and (not caps.side_queue or caps.type == "cpu") then return nil end
   local function given(name) local v = hints[name] or 0; return v > 0 and v or nil end
-  return { prefetch = { groups = given("prefetch_groups"), max_mb = given("prefetch_max_mb"),
+  return { prefetch = { groups = given("prefetch_groups"), wg = given("prefetch_wg"), max_mb = given("prefetch_max_mb"),
                         min_kb = given("prefetch_min_kb") } }
 end
 
@@ -1739,14 +1739,22 @@ R.lm_head = function(ctx, n)
   local pi = ctx.dev:tensor { dtype = "u32", shape = { gx } }
   ctx.plan.owned[#ctx.plan.owned + 1] = pv
   ctx.plan.owned[#ctx.plan.owned + 1] = pi
-  local k = ctx.kernel(qdef and "fused/lm_head_q.comp" or "fused/lm_head.comp", ctx.defines(defs),
-                       { WG = wg, ROWS = rows, GW = gw, NL = nl, KMAX = K })
+  -- the quantised head takes its row blocks from a queue (DP_LMH_QUEUE, lm_head_q.comp: a late workgroup
+  -- finds less left instead of running a whole share alone; docs/BENCHMARKS.md 41a); hint lm_head_queue
+  local queue = qdef and (hints.lm_head_queue or "auto") ~= "off"
+  local consts = { WG = wg, ROWS = rows, GW = gw, NL = nl, KMAX = K }
+  if queue then
+    defs[#defs + 1] = "DP_LMH_QUEUE"
+    consts.TICKET = (hints.lm_head_ticket or 0) > 0 and hints.lm_head_ticket or 2
+  end
+  local k = ctx.kernel(qdef and "fused/lm_head_q.comp" or "fused/lm_head.comp", ctx.defines(defs), consts)
   local push = {
     x = ctx.t(x), wn = ctx.t(wn), w = wt, part_val = pv, part_idx = pi, N = N, K = K,
     eps = a.eps, w_offset = a.offset or 0, softcap = a.softcap or 0,
   }
   if a.logits then push.logits = ctx.t(a.logits) end
   if qdef then push.w_row_blocks = row_blocks(wt) end
+  if queue then push.queue = zeroed_counters(ctx, "lm_head_queue", 2) end
   if pre then
     push.ra = ctx.t(n.inputs[pre.a_at])
     if pre.kind == 2 then
