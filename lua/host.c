@@ -166,6 +166,12 @@ dp_host *dp_host_create(const dp_host_opts *opts)
         free(h);
         return NULL;
     }
+    /* Generational collection: a decode or prefill pass makes a few KiB of short-lived Lua values; in the
+    ** incremental mode a collector step inside a timed pass (tracing every live object, finalizing objects
+    ** released earlier) slowed 5 of 32 512-token prefills on the H100 by 6-17 %, in this mode none of 48
+    ** (docs/BENCHMARKS.md 40l, 40n). Young objects go in minor collections; whatever holds device memory
+    ** is released explicitly (close, drop_plans) or by the full collections the code asks for. */
+    lua_gc(h->L, LUA_GCGEN, 0, 0);
     dp_home_find(h->home, sizeof h->home);
     luaL_openlibs(h->L);
     set_package_path(h);
