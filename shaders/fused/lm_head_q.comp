@@ -21,8 +21,9 @@
 //   once the last ones start a wave late and run a whole share alone: on the H100 the side prefetcher's
 //   resident workgroups (gpu/prefetch.h) took one of the four slots Gemma 3 1B's Q8_0 head has on each of 32
 //   SMs, and the head took 0.182 ms per token against 0.141 without them (docs/BENCHMARKS.md 41a). From a
-//   queue the late workgroups find less left: the tail is one ticket. Rows, sums and the candidate rule are
-//   unchanged, and the candidates' order is strict, so the id does not depend on who took which rows.
+//   queue the late workgroups find less left, the tail is one ticket, and the head took 0.143 (41b). Rows,
+//   sums and the candidate rule are unchanged, and the candidates' order is strict, so the id does not depend
+//   on who took which rows.
 // Why DP_XQ8 pays here more than in any plain gemv_q: x is staged once per workgroup, after the norm, and
 //   serves every row block of the workgroup (hundreds of rows), while the dot products of 16 codes with x
 //   become 4 packed integer dot products per plane instead of ~5 instructions per code.

@@ -1740,7 +1740,7 @@ R.lm_head = function(ctx, n)
   ctx.plan.owned[#ctx.plan.owned + 1] = pv
   ctx.plan.owned[#ctx.plan.owned + 1] = pi
   -- the quantised head takes its row blocks from a queue (DP_LMH_QUEUE, lm_head_q.comp: a late workgroup
-  -- finds less left instead of running a whole share alone; docs/BENCHMARKS.md 41a); hint lm_head_queue
+  -- finds less left instead of running a whole share alone; docs/BENCHMARKS.md 41a, 41b); hint lm_head_queue
   local queue = qdef and (hints.lm_head_queue or "auto") ~= "off"
   local consts = { WG = wg, ROWS = rows, GW = gw, NL = nl, KMAX = K }
   if queue then
