@@ -18,9 +18,9 @@
 //   g * TEAMS + gx * TEAMS, ...: a ticket of TICKET * TEAMS blocks at a time, the next ticket requested
 //   before the current one's rows are computed, so that its atomic's latency hides behind them. Why: with
 //   fixed blocks every workgroup has the same share, and where fewer workgroups than gx fit on the GPU at
-//   once the last ones start a wave late and run a whole share alone: on the H100 the side prefetcher's
-//   resident workgroups (gpu/prefetch.h) took one of the four slots Gemma 3 1B's Q8_0 head has on each of 32
-//   SMs, and the head took 0.182 ms per token against 0.141 without them (docs/BENCHMARKS.md 41a). From a
+//   once the last ones start a wave late and run a whole share alone: on the H100, by their registers, the
+//   side prefetcher's resident workgroups (gpu/prefetch.h) leave Gemma 3 1B's Q8_0 head three slots instead of
+//   four on 32 SMs, and the head took 0.182 ms per token against 0.141 without them (docs/BENCHMARKS.md 41a). From a
 //   queue the late workgroups find less left, the tail is one ticket, and the head took 0.143 (41b). Rows,
 //   sums and the candidate rule are unchanged, and the candidates' order is strict, so the id does not depend
 //   on who took which rows.
