@@ -235,6 +235,30 @@ check.case("copy_bandwidth.lua: checked copies, GB/s from timestamps and the wal
   check.truthy(out:match("^| device | bytes | groups |") and out:match("\n| [^\n]* | 33 | 1 | 256 | 4 |"), "table:\n" .. out)
 end)
 
+check.case("read_chain.lua: dependent read-only steps, their sums checked, one line per groups x loads", function()
+  -- 65,552 bytes: 4097 16-byte words, so the last trip of every setting has invocations past the end
+  local rows = bench("read_chain", { "--bytes", "65552", "--steps", "3", "--groups", "1,5", "--loads", "1,3",
+                                     "--runs", "2", "--wg", "64", "--warmup-ms", "0" })
+  check.eq(#rows, 4, "one line per --groups x --loads")
+  for i, r in ipairs(rows) do
+    check.eq(r.groups, ({ 1, 5, 1, 5 })[i], "groups")
+    check.eq(r.loads, ({ 1, 1, 3, 3 })[i], "loads")
+    check.eq(r.barriers, 2, "a barrier between dependent steps, as the decode's recorder orders them")
+    check.eq(r.bytes, 65552, "bytes")
+    positive(r, "wall_us_per_step")
+    check.near(r.wall_gb_s, 65552 / (r.wall_us_per_step * 1e-6) / 1e9, 1e-3 * r.wall_gb_s, "GB/s of the bytes read")
+    if r.gpu_us_per_step then positive(r, "gpu_gb_s") end
+  end
+  local out = check.must_run({ "recipes/bench/read_chain.lua", "--bytes", "32", "--steps", "1", "--groups", "1",
+                               "--loads", "16", "--runs", "1", "--table" })
+  check.truthy(out:match("^| device | bytes | groups x WG |") and out:match("\n| [^\n]* | 32 | 1 x 256 | 16 |"),
+               "table:\n" .. out)
+  local ok, _, e = check.run({ "recipes/bench/read_chain.lua", "--bytes", "40" })
+  check.truthy(not ok and e:match("^read_chain: %-%-bytes: a multiple of 16"), "bytes not a multiple of 16: " .. e)
+  ok, _, e = check.run({ "recipes/bench/read_chain.lua", "--loads", "17" })
+  check.truthy(not ok and e:match("%-%-loads: '17' is not an integer in 1..16"), "too many loads: " .. e)
+end)
+
 check.case("persistent.lua: a token's GEMV and attention steps as dispatches, as one persistent dispatch and as a chain of dispatches without barriers, against a CPU reference", function()
   -- The persistent mode runs one workgroup here: llvmpipe ends an invocation's loops once their trips together
   -- pass 65535, so a grid barrier's poll between workgroups cannot be relied on (the shader's header; the

@@ -1,0 +1,166 @@
+-- recipes/bench/read_chain.lua: what reading a layer's weights costs as one dependent dispatch.
+--   doppler recipes/bench/read_chain.lua [--bytes N] [--steps N] [--groups LIST] [--loads LIST] [--wg N] [--table]
+-- doppler's decode is a chain of dependent dispatches, each a GEMV over a few MB of weights that the L2 does
+-- not hold from the token before. This probe times the floor of such a step: a dispatch that only reads its
+-- --bytes (shaders/probe/read_chain.comp: every invocation XORs its share of 16-byte loads, --loads of them in
+-- flight at once), --steps of them on distinct regions (together larger than the H100's 50 MB L2 at the
+-- defaults; --regions 1 has every step read the same bytes, from the L2 where they fit), a barrier between
+-- steps as the recorder puts one between dependent kernels, one submit per run.
+-- For each --groups x --loads it prints one JSON line: µs per step from the wall clock (the median submit of
+-- --steps; its submit and wait are shared by the steps) and from GPU timestamps (their mean), and the bytes per
+-- second those make; each setting is replayed untimed for --warmup-ms first. Before timing, the XOR of the
+-- invocations' sums for the first and last regions is compared with the XOR of those regions' bytes read back,
+-- so a kernel that skips loads fails instead of reporting a speed.
+local doppler = require "doppler"
+local cli = require "doppler.cli"
+local json = require "doppler.json"
+
+local spec = {
+  usage = "doppler recipes/bench/read_chain.lua [options]",
+  about = "Times a chain of dependent dispatches that only read --bytes each (the floor of a decode GEMV\n" ..
+          "step), for each workgroup count and loads in flight; one JSON line per setting.",
+  options = {
+    { "--bytes", "N", "bytes each step reads (a multiple of 16)", type = "int", default = 9 << 20, min = 16 },
+    { "--steps", "N", "dependent dispatches per submit", type = "int", default = 26, min = 1 },
+    { "--regions", "N", "distinct regions the steps cycle through (0: one per step; 1: every step reads the\n" ..
+      "same bytes, which then come from the L2 where they fit)", type = "int", default = 0, min = 0 },
+    { "--groups", "LIST", "workgroup counts, comma-separated", default = "132,264,528,1056" },
+    { "--loads", "LIST", "16-byte loads in flight per invocation (1..16), comma-separated", default = "1,2,4,8" },
+    { "--wg", "N", "workgroup size", type = "int", default = 256, min = 1 },
+    { "--runs", "N", "timed submits per setting", type = "int", default = 20, min = 1 },
+    { "--warmup-ms", "MS", "replay each setting untimed for at least this long first (the GPU's clock rises\n" ..
+      "under load)", type = "int", default = 200, min = 0 },
+    { "--label", "TEXT", "extra 'label' key in every line" },
+    { "--table", nil, "print a markdown table instead of JSON lines" },
+  },
+}
+local FILE = "probe/read_chain.comp"
+local MAX_LOADS = 16
+
+local function int_list(s, name, lo, hi)
+  local out = {}
+  for tok in s:gmatch("[^,%s]+") do
+    local v = math.tointeger(tonumber(tok))
+    if not v or v < lo or v > hi then error(("%s: '%s' is not an integer in %d..%d"):format(name, tok, lo, hi), 0) end
+    out[#out + 1] = v
+  end
+  if #out == 0 then error(name .. ": no value given", 0) end
+  return out
+end
+
+-- XOR of the 16-byte words of s, lane by lane (as the kernel's uvec4 sum).
+local function xor16(s)
+  local a, b, c, d = 0, 0, 0, 0
+  for i = 1, #s, 16 do
+    local w, x, y, z = string.unpack("<I4I4I4I4", s, i)
+    a, b, c, d = a ~ w, b ~ x, c ~ y, d ~ z
+  end
+  return string.pack("<I4I4I4I4", a, b, c, d)
+end
+
+-- A byte pattern in a few places of each region (their XOR is not zero whatever the memory held before).
+local function mark(t, bytes, seed)
+  local n = math.min(4096, bytes)
+  for _, off in ipairs({ 0, (bytes - n) // 32 * 16, bytes - n }) do
+    local b = {}
+    for j = 1, n do b[j] = string.char(((off + j) * 31 + seed * 17 + 7) % 251) end
+    t:upload(table.concat(b), off)
+  end
+end
+
+-- Wall clock: one recording of --steps dispatches (no timestamp queries in it), replayed for --warmup-ms first
+-- (an idle GPU runs at a low clock and raises it only under sustained load: gemv.lua's header), then --runs
+-- timed replays, their median; the submit and its wait are shared by the steps. GPU time: the same recording
+-- with timestamps around each dispatch, its mean.
+local function measure(dev, k, src, dst, o, groups)
+  local n = o.bytes // 16
+  local function record()
+    local rec = dev:recorder()
+    for s = 1, o.steps do rec:dispatch(k, { groups, 1, 1 }, { src = src[(s - 1) % #src + 1], dst = dst, n = n }) end
+    return rec
+  end
+  dev:profile(false)
+  local rec = record()
+  local st = rec:stats()
+  local t_warm = doppler.clock()
+  repeat rec:run() until (doppler.clock() - t_warm) * 1e3 >= o.warmup_ms
+  local dts = {}
+  for i = 1, o.runs do
+    local t0 = doppler.clock()
+    rec:run()
+    dts[i] = doppler.clock() - t0
+  end
+  table.sort(dts)
+  local r = { groups = groups, barriers = st.barriers, wall_us_per_step = dts[(o.runs + 1) // 2] * 1e6 / o.steps }
+  r.wall_gb_s = o.bytes / (r.wall_us_per_step * 1e-6) / 1e9
+  dev:profile(true)                          -- applies to the recording made next
+  local prec = record()
+  prec:run()
+  dev:profile(false)                         -- forgets the first replay's times; the recording keeps its queries
+  dev:profile(true)
+  for _ = 1, o.runs do prec:run() end
+  local e = dev:profile()[k:name()]
+  dev:profile(false)
+  if e and e.count > 0 then
+    r.gpu_us_per_step = e.mean_us
+    r.gpu_gb_s = o.bytes / (e.mean_us * 1e-6) / 1e9
+  end
+  return r
+end
+
+-- The invocations' sums of the last dispatch (region `s`) against the region's bytes.
+local function check(dev, k, src, dst, o, groups, s, invocations)
+  local rec = dev:recorder()
+  rec:dispatch(k, { groups, 1, 1 }, { src = src[s], dst = dst, n = o.bytes // 16 })
+  rec:run()
+  local got, want = xor16(dst:read(0, invocations * 16)), xor16(src[s]:read(0, o.bytes))
+  if got ~= want then
+    error(("the kernel's XOR of region %d differs from its bytes' (groups %d)"):format(s, groups), 0)
+  end
+end
+
+local function main(argv)
+  local o = cli.parse(argv, spec)
+  if o.bytes % 16 ~= 0 then error("--bytes: a multiple of 16 is needed", 0) end
+  local groups = int_list(o.groups, "--groups", 1, 65535)
+  local loads = int_list(o.loads, "--loads", 1, MAX_LOADS)
+  local dev = doppler.device()
+  local caps = dev:caps()
+  local src = {}
+  for s = 1, (o.regions > 0 and math.min(o.regions, o.steps) or o.steps) do
+    src[s] = dev:tensor { dtype = "u8", shape = { o.bytes } }
+    mark(src[s], o.bytes, s)
+  end
+  local gmax = 0
+  for _, g in ipairs(groups) do gmax = math.max(gmax, g) end
+  local dst = dev:tensor { dtype = "u8", shape = { gmax * o.wg * 16 } }
+  local rows = {}
+  for li, l in ipairs(loads) do
+    local k = dev:kernel { file = FILE, constants = { WG = o.wg, L = l } }
+    for gi, g in ipairs(groups) do
+      if li == 1 and gi == 1 then
+        check(dev, k, src, dst, o, g, 1, g * o.wg)
+        check(dev, k, src, dst, o, g, #src, g * o.wg)
+      end
+      local r = measure(dev, k, src, dst, o, g)
+      r.loads, r.wg, r.bytes, r.steps, r.regions, r.runs = l, o.wg, o.bytes, o.steps, #src, o.runs
+      r.device, r.driver, r.label = caps.name, caps.driver, o.label
+      if o.table then rows[#rows + 1] = r else print(json.encode(r)); io.stdout:flush() end
+    end
+  end
+  if o.table then
+    print("| device | bytes | groups x WG | loads | µs per step (wall) | GB/s (wall) | µs per step (GPU) | GB/s (GPU) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    local function f(fmt, v) return v and fmt:format(v) or "-" end
+    for _, r in ipairs(rows) do
+      print(("| %s | %d | %d x %d | %d | %s | %s | %s | %s |"):format(r.device, r.bytes, r.groups, r.wg, r.loads,
+        f("%.2f", r.wall_us_per_step), f("%.1f", r.wall_gb_s), f("%.2f", r.gpu_us_per_step), f("%.1f", r.gpu_gb_s)))
+    end
+  end
+end
+
+local ok, err = pcall(main, arg)
+if not ok then
+  io.stderr:write("read_chain: ", (tostring(err):gsub("^[^:\n]*%.lua:%d+: ", "")), "\n")
+  os.exit(1, true)
+end
