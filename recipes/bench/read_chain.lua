@@ -1,14 +1,17 @@
 -- recipes/bench/read_chain.lua: what reading a layer's weights costs as one dependent dispatch.
---   doppler recipes/bench/read_chain.lua [--bytes N] [--steps N] [--groups LIST] [--loads LIST] [--wg N] [--table]
+--   doppler recipes/bench/read_chain.lua [--bytes N | --sizes LIST] [--steps N] [--groups LIST] [--loads LIST] [--table]
 -- doppler's decode is a chain of dependent dispatches, each a GEMV over a few MB of weights that the L2 does
 -- not hold from the token before. This probe times the floor of such a step: a dispatch that only reads its
 -- --bytes (shaders/probe/read_chain.comp: every invocation XORs its share of 16-byte loads, --loads of them in
 -- flight at once), --steps of them on distinct regions (together larger than the H100's 50 MB L2 at the
 -- defaults; --regions 1 has every step read the same bytes, from the L2 where they fit), a barrier between
--- steps as the recorder puts one between dependent kernels, one submit per run.
--- For each --groups x --loads it prints one JSON line: µs per step from the wall clock (the median submit of
--- --steps; its submit and wait are shared by the steps) and from GPU timestamps (their mean), and the bytes per
--- second those make; each setting is replayed untimed for --warmup-ms first. Before timing, the XOR of the
+-- steps as the recorder puts one between dependent kernels, one submit per run. --sizes cycles the steps through
+-- a list of sizes instead (e.g. one layer's kernels, then the LM head), to time a model's token as if each of
+-- its kernels only read its bytes.
+-- For each --groups x --loads it prints one JSON line: µs per run (the recording of --steps: wall_us_per_run, the
+-- median submit, its submit and wait included; gpu_us_per_run, the steps' GPU timestamps) and per step, and the
+-- bytes per second those make (bytes_per_run; bytes is its mean per step); each setting is replayed untimed for
+-- --warmup-ms first. Before timing, the XOR of the
 -- invocations' sums for the first and last regions is compared with the XOR of those regions' bytes read back,
 -- so a kernel that skips loads fails instead of reporting a speed.
 local doppler = require "doppler"
@@ -21,10 +24,13 @@ local spec = {
           "step), for each workgroup count and loads in flight; one JSON line per setting.",
   options = {
     { "--bytes", "N", "bytes each step reads (a multiple of 16)", type = "int", default = 9 << 20, min = 16 },
+    { "--sizes", "LIST", "bytes per step, comma-separated (multiples of 16), cycled over the steps (instead of\n" ..
+      "--bytes)" },
     { "--steps", "N", "dependent dispatches per submit", type = "int", default = 26, min = 1 },
     { "--regions", "N", "distinct regions the steps cycle through (0: one per step; 1: every step reads the\n" ..
       "same bytes, which then come from the L2 where they fit)", type = "int", default = 0, min = 0 },
-    { "--groups", "LIST", "workgroup counts, comma-separated", default = "132,264,528,1056" },
+    { "--groups", "LIST", "workgroup counts, comma-separated; auto: per step, one per 40 KiB read, 132 to 2112\n" ..
+      "(near the best of each size on the H100, docs/BENCHMARKS.md 42b)", default = "132,264,528,1056" },
     { "--loads", "LIST", "16-byte loads in flight per invocation (1..16), comma-separated", default = "1,2,4,8" },
     { "--wg", "N", "workgroup size", type = "int", default = 256, min = 1 },
     { "--runs", "N", "timed submits per setting", type = "int", default = 20, min = 1 },
@@ -36,6 +42,13 @@ local spec = {
 }
 local FILE = "probe/read_chain.comp"
 local MAX_LOADS = 16
+
+-- A step's workgroups: the --groups value, or for auto one per 40 KiB the step reads, 132 to 2112 (42b: the
+-- best counts on the H100 were 264-528 for 2-19 MB and 1056-2112 for 128 MB).
+local function step_groups(groups, bytes)
+  if groups ~= "auto" then return groups end
+  return math.max(132, math.min(2112, (bytes + 40959) // 40960))
+end
 
 local function int_list(s, name, lo, hi)
   local out = {}
@@ -73,15 +86,19 @@ end
 -- timed replays, their median; the submit and its wait are shared by the steps. GPU time: the same recording
 -- with timestamps around each dispatch, its mean.
 local function measure(dev, k, src, dst, o, groups)
-  local n = o.bytes // 16
   local function record()
     local rec = dev:recorder()
-    for s = 1, o.steps do rec:dispatch(k, { groups, 1, 1 }, { src = src[(s - 1) % #src + 1], dst = dst, n = n }) end
+    for st = 1, o.steps do
+      local t = src[(st - 1) % #src + 1]
+      rec:dispatch(k, { step_groups(groups, t.bytes), 1, 1 }, { src = t.buf, dst = dst, n = t.bytes // 16 })
+    end
     return rec
   end
+  local run_bytes = 0
+  for st = 1, o.steps do run_bytes = run_bytes + src[(st - 1) % #src + 1].bytes end
   dev:profile(false)
   local rec = record()
-  local st = rec:stats()
+  local stats = rec:stats()
   local t_warm = doppler.clock()
   repeat rec:run() until (doppler.clock() - t_warm) * 1e3 >= o.warmup_ms
   local dts = {}
@@ -91,8 +108,10 @@ local function measure(dev, k, src, dst, o, groups)
     dts[i] = doppler.clock() - t0
   end
   table.sort(dts)
-  local r = { groups = groups, barriers = st.barriers, wall_us_per_step = dts[(o.runs + 1) // 2] * 1e6 / o.steps }
-  r.wall_gb_s = o.bytes / (r.wall_us_per_step * 1e-6) / 1e9
+  local r = { groups = groups, barriers = stats.barriers, bytes_per_run = run_bytes, bytes = run_bytes / o.steps,
+              wall_us_per_run = dts[(o.runs + 1) // 2] * 1e6 }
+  r.wall_us_per_step = r.wall_us_per_run / o.steps
+  r.wall_gb_s = run_bytes / (r.wall_us_per_run * 1e-6) / 1e9
   dev:profile(true)                          -- applies to the recording made next
   local prec = record()
   prec:run()
@@ -103,47 +122,60 @@ local function measure(dev, k, src, dst, o, groups)
   dev:profile(false)
   if e and e.count > 0 then
     r.gpu_us_per_step = e.mean_us
-    r.gpu_gb_s = o.bytes / (e.mean_us * 1e-6) / 1e9
+    r.gpu_us_per_run = e.mean_us * o.steps
+    r.gpu_gb_s = run_bytes / (r.gpu_us_per_run * 1e-6) / 1e9
   end
   return r
 end
 
 -- The invocations' sums of the last dispatch (region `s`) against the region's bytes.
-local function check(dev, k, src, dst, o, groups, s, invocations)
+local function check(dev, k, src, dst, o, groups, s)
+  local t = src[s]
+  local g = step_groups(groups, t.bytes)
   local rec = dev:recorder()
-  rec:dispatch(k, { groups, 1, 1 }, { src = src[s], dst = dst, n = o.bytes // 16 })
+  rec:dispatch(k, { g, 1, 1 }, { src = t.buf, dst = dst, n = t.bytes // 16 })
   rec:run()
-  local got, want = xor16(dst:read(0, invocations * 16)), xor16(src[s]:read(0, o.bytes))
+  local got, want = xor16(dst:read(0, g * o.wg * 16)), xor16(t.buf:read(0, t.bytes))
   if got ~= want then
-    error(("the kernel's XOR of region %d differs from its bytes' (groups %d)"):format(s, groups), 0)
+    error(("the kernel's XOR of region %d differs from its bytes' (groups %d)"):format(s, g), 0)
   end
 end
 
 local function main(argv)
   local o = cli.parse(argv, spec)
-  if o.bytes % 16 ~= 0 then error("--bytes: a multiple of 16 is needed", 0) end
-  local groups = int_list(o.groups, "--groups", 1, 65535)
+  local sizes = o.sizes and int_list(o.sizes, "--sizes", 16, 1 << 40) or { o.bytes }
+  for _, b in ipairs(sizes) do
+    if b % 16 ~= 0 then error(("%s: %d is not a multiple of 16"):format(o.sizes and "--sizes" or "--bytes", b), 0) end
+  end
+  local groups = {}
+  for tok in o.groups:gmatch("[^,%s]+") do
+    groups[#groups + 1] = tok == "auto" and "auto" or int_list(tok, "--groups", 1, 65535)[1]
+  end
+  if #groups == 0 then error("--groups: no value given", 0) end
   local loads = int_list(o.loads, "--loads", 1, MAX_LOADS)
   local dev = doppler.device()
   local caps = dev:caps()
   local src = {}
-  for s = 1, (o.regions > 0 and math.min(o.regions, o.steps) or o.steps) do
-    src[s] = dev:tensor { dtype = "u8", shape = { o.bytes } }
-    mark(src[s], o.bytes, s)
+  for r = 1, (o.regions > 0 and math.min(o.regions, o.steps) or o.steps) do
+    local b = sizes[(r - 1) % #sizes + 1]
+    src[r] = { buf = dev:tensor { dtype = "u8", shape = { b } }, bytes = b }
+    mark(src[r].buf, b, r)
   end
   local gmax = 0
-  for _, g in ipairs(groups) do gmax = math.max(gmax, g) end
+  for _, g in ipairs(groups) do
+    for _, t in ipairs(src) do gmax = math.max(gmax, step_groups(g, t.bytes)) end
+  end
   local dst = dev:tensor { dtype = "u8", shape = { gmax * o.wg * 16 } }
   local rows = {}
   for li, l in ipairs(loads) do
     local k = dev:kernel { file = FILE, constants = { WG = o.wg, L = l } }
     for gi, g in ipairs(groups) do
       if li == 1 and gi == 1 then
-        check(dev, k, src, dst, o, g, 1, g * o.wg)
-        check(dev, k, src, dst, o, g, #src, g * o.wg)
+        check(dev, k, src, dst, o, g, 1)
+        check(dev, k, src, dst, o, g, #src)
       end
       local r = measure(dev, k, src, dst, o, g)
-      r.loads, r.wg, r.bytes, r.steps, r.regions, r.runs = l, o.wg, o.bytes, o.steps, #src, o.runs
+      r.loads, r.wg, r.steps, r.regions, r.runs, r.sizes = l, o.wg, o.steps, #src, o.runs, o.sizes
       r.device, r.driver, r.label = caps.name, caps.driver, o.label
       if o.table then rows[#rows + 1] = r else print(json.encode(r)); io.stdout:flush() end
     end
@@ -153,7 +185,7 @@ local function main(argv)
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     local function f(fmt, v) return v and fmt:format(v) or "-" end
     for _, r in ipairs(rows) do
-      print(("| %s | %d | %d x %d | %d | %s | %s | %s | %s |"):format(r.device, r.bytes, r.groups, r.wg, r.loads,
+      print(("| %s | %d | %s x %d | %d | %s | %s | %s | %s |"):format(r.device, r.bytes, r.groups, r.wg, r.loads,
         f("%.2f", r.wall_us_per_step), f("%.1f", r.wall_gb_s), f("%.2f", r.gpu_us_per_step), f("%.1f", r.gpu_gb_s)))
     end
   end

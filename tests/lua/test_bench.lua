@@ -249,12 +249,25 @@ check.case("read_chain.lua: dependent read-only steps, their sums checked, one l
     check.near(r.wall_gb_s, 65552 / (r.wall_us_per_step * 1e-6) / 1e9, 1e-3 * r.wall_gb_s, "GB/s of the bytes read")
     if r.gpu_us_per_step then positive(r, "gpu_gb_s") end
   end
+  -- --sizes: the steps cycle through the sizes, each its own region; auto workgroups per step
+  rows = bench("read_chain", { "--sizes", "32,65552,1600", "--steps", "4", "--groups", "auto,3", "--loads", "2",
+                               "--runs", "1", "--warmup-ms", "0" })
+  check.eq(#rows, 2, "one line per --groups value")
+  for i, r in ipairs(rows) do
+    check.eq(r.groups, ({ "auto", 3 })[i], "groups")
+    check.eq(r.bytes_per_run, 32 + 65552 + 1600 + 32, "bytes of the 4 steps, the sizes cycled")
+    check.eq(r.regions, 4, "a region per step")
+    check.eq(r.barriers, 3, "a barrier between dependent steps")
+    check.near(r.wall_us_per_step, r.wall_us_per_run / 4, 1e-6 * r.wall_us_per_run, "per step = per run / steps")
+  end
   local out = check.must_run({ "recipes/bench/read_chain.lua", "--bytes", "32", "--steps", "1", "--groups", "1",
                                "--loads", "16", "--runs", "1", "--table" })
   check.truthy(out:match("^| device | bytes | groups x WG |") and out:match("\n| [^\n]* | 32 | 1 x 256 | 16 |"),
                "table:\n" .. out)
   local ok, _, e = check.run({ "recipes/bench/read_chain.lua", "--bytes", "40" })
-  check.truthy(not ok and e:match("^read_chain: %-%-bytes: a multiple of 16"), "bytes not a multiple of 16: " .. e)
+  check.truthy(not ok and e:match("^read_chain: %-%-bytes: 40 is not a multiple of 16"), "bytes not a multiple of 16: " .. e)
+  ok, _, e = check.run({ "recipes/bench/read_chain.lua", "--sizes", "32,40" })
+  check.truthy(not ok and e:match("%-%-sizes: 40 is not a multiple of 16"), "a size not a multiple of 16: " .. e)
   ok, _, e = check.run({ "recipes/bench/read_chain.lua", "--loads", "17" })
   check.truthy(not ok and e:match("%-%-loads: '17' is not an integer in 1..16"), "too many loads: " .. e)
 end)
