@@ -1,5 +1,5 @@
 -- recipes/bench/read_chain.lua: what reading a layer's weights costs as one dependent dispatch.
---   doppler recipes/bench/read_chain.lua [--bytes N | --sizes LIST] [--steps N] [--groups LIST] [--loads LIST] [--table]
+--   doppler recipes/bench/read_chain.lua [--bytes N | --sizes LIST | --model PATH] [--steps N] [--groups LIST] ...
 -- doppler's decode is a chain of dependent dispatches, each a GEMV over a few MB of weights that the L2 does
 -- not hold from the token before. This probe times the floor of such a step: a dispatch that only reads its
 -- --bytes (shaders/probe/read_chain.comp: every invocation XORs its share of 16-byte loads, --loads of them in
@@ -7,16 +7,22 @@
 -- defaults; --regions 1 has every step read the same bytes, from the L2 where they fit), a barrier between
 -- steps as the recorder puts one between dependent kernels, one submit per run. --sizes cycles the steps through
 -- a list of sizes instead (e.g. one layer's kernels, then the LM head), to time a model's token as if each of
--- its kernels only read its bytes.
+-- its kernels only read its bytes. --model takes those sizes from the model's own decode step (the GPU loop's
+-- plan on this device, with the recipe's hints and --hint): one step per kernel, of the bytes it reads that no
+-- kernel of the step writes (weights, their prepared copies, constants; a gather's table counts one row, and the
+-- KV cache, which the step writes, not at all), --tokens tokens per submit; the line then adds the floor per token.
 -- For each --groups x --loads it prints one JSON line: µs per run (the recording of --steps: wall_us_per_run, the
 -- median submit, its submit and wait included; gpu_us_per_run, the steps' GPU timestamps) and per step, and the
 -- bytes per second those make (bytes_per_run; bytes is its mean per step); each setting is replayed untimed for
 -- --warmup-ms first. Before timing, the XOR of the
 -- invocations' sums for the first and last regions is compared with the XOR of those regions' bytes read back,
 -- so a kernel that skips loads fails instead of reporting a speed.
+package.path = (arg[0]:match("^(.*/)") or "./") .. "?.lua;" .. package.path
 local doppler = require "doppler"
 local cli = require "doppler.cli"
 local json = require "doppler.json"
+local session = require "doppler.session"
+local lib = require "bench_lib"
 
 local spec = {
   usage = "doppler recipes/bench/read_chain.lua [options]",
@@ -26,6 +32,11 @@ local spec = {
     { "--bytes", "N", "bytes each step reads (a multiple of 16)", type = "int", default = 9 << 20, min = 16 },
     { "--sizes", "LIST", "bytes per step, comma-separated (multiples of 16), cycled over the steps (instead of\n" ..
       "--bytes)" },
+    { "--model", "PATH", "take the steps from this model's decode step: a step per kernel, at its bytes (instead\n" ..
+      "of --bytes, --sizes, --steps and --regions)" },
+    { "--recipe", "FILE", "--model: recipe file (default: from the model's architecture)" },
+    { "--hint", "KEY=VALUE", "--model: kernel hint for its decode step (repeatable)", repeat_ = true },
+    { "--tokens", "N", "--model: decode steps per submit", type = "int", default = 4, min = 1 },
     { "--steps", "N", "dependent dispatches per submit", type = "int", default = 26, min = 1 },
     { "--regions", "N", "distinct regions the steps cycle through (0: one per step; 1: every step reads the\n" ..
       "same bytes, which then come from the L2 where they fit)", type = "int", default = 0, min = 0 },
@@ -69,6 +80,50 @@ local function xor16(s)
     a, b, c, d = a ~ w, b ~ x, c ~ y, d ~ z
   end
   return string.pack("<I4I4I4I4", a, b, c, d)
+end
+
+-- The bytes each kernel of --model's decode step reads that no kernel of the step writes: each tensor a push
+-- member reads (reflection) whose range no member of any call writes counts whole, except in a gather (kernels
+-- embed*, gather*), which reads one row of its table per token. Returns the sizes (>= 16, multiples of 16), the
+-- kernels' names, bytes per kernel name and the session (kept open while its tensors are in use).
+local function model_steps(o)
+  local model, recipe, h = lib.model_and_hints(o)
+  local s = session.open(recipe, model, { hints = h })
+  local calls = s:loop_plan(2).calls
+  local function tensors(c, want)
+    local out = {}
+    for _, m in ipairs(c.kernel:push_members()) do
+      local t = c.push[m.name]
+      if m.kind == "ptr" and type(t) == "userdata" and want[m.access] then out[#out + 1] = t end
+    end
+    return out
+  end
+  local written = {}
+  for _, c in ipairs(calls) do
+    for _, t in ipairs(tensors(c, { write = true, readwrite = true })) do
+      written[#written + 1] = { t:address(), t:address() + t:nbytes() }
+    end
+  end
+  local function only_read(t)
+    local a, b = t:address(), t:address() + t:nbytes()
+    for _, w in ipairs(written) do if a < w[2] and w[1] < b then return false end end
+    return true
+  end
+  local sizes, names, by_kernel = {}, {}, {}
+  for i, c in ipairs(calls) do
+    local name = c.kernel:name()
+    local gather = name:match("^embed") or name:match("^gather")
+    local bytes = 0
+    for _, t in ipairs(tensors(c, { read = true })) do
+      if only_read(t) then
+        local sh = t:shape()
+        bytes = bytes + ((gather and #sh >= 2) and t:nbytes() // sh[1] or t:nbytes())
+      end
+    end
+    sizes[i], names[i] = math.max(16, (bytes + 15) // 16 * 16), name
+    by_kernel[name] = (by_kernel[name] or 0) + bytes
+  end
+  return sizes, names, by_kernel, s
 end
 
 -- A byte pattern in a few places of each region (their XOR is not zero whatever the memory held before).
@@ -143,7 +198,14 @@ end
 
 local function main(argv)
   local o = cli.parse(argv, spec)
-  local sizes = o.sizes and int_list(o.sizes, "--sizes", 16, 1 << 40) or { o.bytes }
+  local sizes, by_kernel, sess
+  if o.model then
+    if o.sizes then error("--model and --sizes: one of them", 0) end
+    sizes, _, by_kernel, sess = model_steps(o)
+    o.steps, o.regions = o.tokens * #sizes, #sizes
+  else
+    sizes = o.sizes and int_list(o.sizes, "--sizes", 16, 1 << 40) or { o.bytes }
+  end
   for _, b in ipairs(sizes) do
     if b % 16 ~= 0 then error(("%s: %d is not a multiple of 16"):format(o.sizes and "--sizes" or "--bytes", b), 0) end
   end
@@ -176,6 +238,13 @@ local function main(argv)
       end
       local r = measure(dev, k, src, dst, o, g)
       r.loads, r.wg, r.steps, r.regions, r.runs, r.sizes = l, o.wg, o.steps, #src, o.runs, o.sizes
+      if o.model then
+        r.model, r.tokens_per_submit, r.kernels_per_token = o.model, o.tokens, #sizes
+        r.bytes_per_token, r.kernel_bytes_per_token = r.bytes_per_run // o.tokens, by_kernel
+        r.floor_ms_per_token = r.wall_us_per_run / o.tokens / 1e3
+        r.floor_tok_s = 1e3 / r.floor_ms_per_token
+        if r.gpu_us_per_run then r.floor_gpu_ms_per_token = r.gpu_us_per_run / o.tokens / 1e3 end
+      end
       r.device, r.driver, r.label = caps.name, caps.driver, o.label
       if o.table then rows[#rows + 1] = r else print(json.encode(r)); io.stdout:flush() end
     end

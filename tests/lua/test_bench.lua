@@ -272,6 +272,32 @@ check.case("read_chain.lua: dependent read-only steps, their sums checked, one l
   check.truthy(not ok and e:match("%-%-loads: '17' is not an integer in 1..16"), "too many loads: " .. e)
 end)
 
+check.case("read_chain.lua --model: a decode step's kernels as read-only steps, each at the bytes it reads", function()
+  local c = doppler.read_json(GEMMA .. "/config.json")
+  c = c.text_config or c
+  local H, I, L, V = c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.vocab_size
+  local q = c.num_attention_heads * (c.head_dim or H // c.num_attention_heads)
+  local rows = bench("read_chain", { "--model", GEMMA, "--tokens", "2", "--groups", "auto", "--loads", "2",
+                                     "--runs", "1", "--warmup-ms", "0" })
+  check.eq(#rows, 1, "one line")
+  local r, kb = rows[1], rows[1].kernel_bytes_per_token
+  check.eq(r.steps, 2 * r.kernels_per_token, "a step per kernel per token")
+  check.eq(r.regions, r.kernels_per_token, "a region per kernel")
+  check.eq(r.barriers, r.steps - 1, "a barrier between dependent steps")
+  -- on lavapipe the float linears read their f16 weights: o and down (gemv) exactly those, once each
+  check.eq(kb.gemv, 2 * L * (H * q + H * I), "o and down: their weights' bytes")
+  check.truthy(kb.lm_head >= 2 * V * H and kb.lm_head < 2 * V * H + 4096, "the head reads its table: " .. kb.lm_head)
+  check.truthy(kb.embed_norm >= 2 * H and kb.embed_norm < 2 * V * H / 8, "the gather counts one row: " .. kb.embed_norm)
+  local sum = 0
+  for _, b in pairs(kb) do sum = sum + b end
+  check.truthy(r.bytes_per_token >= sum and r.bytes_per_token < sum + 16 * r.kernels_per_token,
+               "bytes per token: the kernels' (each step rounded up to 16)")
+  check.near(r.floor_ms_per_token, r.wall_us_per_run / 2e3, 1e-6 * r.floor_ms_per_token, "per token = per run / tokens")
+  positive(r, "floor_tok_s")
+  local ok, _, e = check.run({ "recipes/bench/read_chain.lua", "--model", GEMMA, "--sizes", "32" })
+  check.truthy(not ok and e:match("%-%-model and %-%-sizes: one of them"), "--model with --sizes: " .. e)
+end)
+
 check.case("persistent.lua: a token's GEMV and attention steps as dispatches, as one persistent dispatch and as a chain of dispatches without barriers, against a CPU reference", function()
   -- The persistent mode runs one workgroup here: llvmpipe ends an invocation's loops once their trips together
   -- pass 65535, so a grid barrier's poll between workgroups cannot be relied on (the shader's header; the
