@@ -1,4 +1,5 @@
--- recipes/bench/read_chain.lua: what reading a layer's weights costs as one dependent dispatch.
+-- recipes/bench/read_chain.lua: the floor of a decode step, and of a model's decode token: dependent
+-- dispatches that do nothing but read their bytes.
 --   doppler recipes/bench/read_chain.lua [--bytes N | --sizes LIST | --model PATH] [--steps N] [--groups LIST] ...
 -- doppler's decode is a chain of dependent dispatches, each a GEMV over a few MB of weights that the L2 does
 -- not hold from the token before. This probe times the floor of such a step: a dispatch that only reads its
@@ -14,9 +15,8 @@
 -- For each --groups x --loads it prints one JSON line: µs per run (the recording of --steps: wall_us_per_run, the
 -- median submit, its submit and wait included; gpu_us_per_run, the steps' GPU timestamps) and per step, and the
 -- bytes per second those make (bytes_per_run; bytes is its mean per step); each setting is replayed untimed for
--- --warmup-ms first. Before timing, the XOR of the
--- invocations' sums for the first and last regions is compared with the XOR of those regions' bytes read back,
--- so a kernel that skips loads fails instead of reporting a speed.
+-- --warmup-ms first. Before timing, the XOR of the invocations' sums for the first and last regions is compared
+-- with the XOR of those regions' bytes read back, so a kernel that skips loads fails instead of reporting a speed.
 package.path = (arg[0]:match("^(.*/)") or "./") .. "?.lua;" .. package.path
 local doppler = require "doppler"
 local cli = require "doppler.cli"
@@ -27,7 +27,8 @@ local lib = require "bench_lib"
 local spec = {
   usage = "doppler recipes/bench/read_chain.lua [options]",
   about = "Times a chain of dependent dispatches that only read --bytes each (the floor of a decode GEMV\n" ..
-          "step), for each workgroup count and loads in flight; one JSON line per setting.",
+          "step), for each workgroup count and loads in flight; one JSON line per setting. With --model, a\n" ..
+          "step per kernel of the model's decode step at the bytes it reads: the floor of its decode token.",
   options = {
     { "--bytes", "N", "bytes each step reads (a multiple of 16)", type = "int", default = 9 << 20, min = 16 },
     { "--sizes", "LIST", "bytes per step, comma-separated (multiples of 16), cycled over the steps (instead of\n" ..
@@ -84,8 +85,8 @@ end
 
 -- The bytes each kernel of --model's decode step reads that no kernel of the step writes: each tensor a push
 -- member reads (reflection) whose range no member of any call writes counts whole, except in a gather (kernels
--- embed*, gather*), which reads one row of its table per token. Returns the sizes (>= 16, multiples of 16), the
--- kernels' names, bytes per kernel name and the session (kept open while its tensors are in use).
+-- embed*, gather*), which reads one row of its table per token. Returns the sizes (>= 16, multiples of 16), bytes
+-- per kernel name and the session (kept open while its tensors are in use).
 local function model_steps(o)
   local model, recipe, h = lib.model_and_hints(o)
   local s = session.open(recipe, model, { hints = h })
@@ -109,7 +110,7 @@ local function model_steps(o)
     for _, w in ipairs(written) do if a < w[2] and w[1] < b then return false end end
     return true
   end
-  local sizes, names, by_kernel = {}, {}, {}
+  local sizes, by_kernel = {}, {}
   for i, c in ipairs(calls) do
     local name = c.kernel:name()
     local gather = name:match("^embed") or name:match("^gather")
@@ -120,10 +121,10 @@ local function model_steps(o)
         bytes = bytes + ((gather and #sh >= 2) and t:nbytes() // sh[1] or t:nbytes())
       end
     end
-    sizes[i], names[i] = math.max(16, (bytes + 15) // 16 * 16), name
+    sizes[i] = math.max(16, (bytes + 15) // 16 * 16)
     by_kernel[name] = (by_kernel[name] or 0) + bytes
   end
-  return sizes, names, by_kernel, s
+  return sizes, by_kernel, s
 end
 
 -- A byte pattern in a few places of each region (their XOR is not zero whatever the memory held before).
@@ -198,10 +199,11 @@ end
 
 local function main(argv)
   local o = cli.parse(argv, spec)
-  local sizes, by_kernel, sess
+  local sizes, by_kernel, sess   -- sess: --model's session, held until the end (its tensors back nothing here,
+                                 -- but its device memory stays as a decode would hold it)
   if o.model then
     if o.sizes then error("--model and --sizes: one of them", 0) end
-    sizes, _, by_kernel, sess = model_steps(o)
+    sizes, by_kernel, sess = model_steps(o)
     o.steps, o.regions = o.tokens * #sizes, #sizes
   else
     sizes = o.sizes and int_list(o.sizes, "--sizes", 16, 1 << 40) or { o.bytes }
