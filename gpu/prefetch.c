@@ -2,7 +2,8 @@
 ** gpu/prefetch.c: the side prefetcher (see prefetch.h).
 ** Two small allocations both queues use (gpu/side_mem.h): the control words (shaders/include/dp_prefetch.glsl),
 ** which the side kernel polls at L2 speed and the host resets or flags through the mapping, and the schedule:
-** first[stages + 1] (u32: each stage's first range), then the ranges as uvec4 (address lo, hi, bytes lo, hi).
+** first[stages + 1] (u32: each stage's first range), lead[stages] (u32: how many stages before it each stage's
+** reads may start), then the ranges as uvec4 (address lo, hi, bytes lo, hi).
 ** The host writes either only while no side kernel runs, except the quit flag.
 */
 #include <stdatomic.h>
@@ -22,6 +23,7 @@
 #define CTL_SINK 4224u
 #define CTL_WORDS (CTL_SINK + 64u)
 #define MAX_COPIES 64u
+#define MAX_LEAD 8u         /* stages: a layer's worth on every recipe here */
 
 typedef struct pf_range {
     uint64_t addr, size;
@@ -43,14 +45,15 @@ struct dp_prefetch {
     pf_list          reads, writes;
     uint32_t         stages;
     uint32_t         sched_stages, sched_ranges;   /* of the last finished recording */
+    uint32_t         sched_led;                    /* its stages with lead > depth */
     bool             ready;     /* cmd launches the side kernel for the current recording */
     bool             running;   /* launched, not yet seen to finish */
 };
 
 void dp_prefetch_opts_default(dp_prefetch_opts *o)
 {
-    *o = (dp_prefetch_opts){.depth = 1, .groups = 32, .wg = 256, .min_bytes = 256u << 10, .max_bytes = 24u << 20,
-                            .copies = 32};
+    *o = (dp_prefetch_opts){.depth = 1, .light_lead = 0, .groups = 32, .wg = 256, .min_bytes = 256u << 10,
+                            .max_bytes = 24u << 20, .copies = 32};
 }
 
 static dp_status push(pf_list *l, uint64_t addr, uint64_t size, uint32_t stage, dp_err *err)
@@ -70,10 +73,11 @@ dp_status dp_prefetch_create(dp_device *dev, const dp_prefetch_opts *o, dp_prefe
 {
     dp_status st;
     *out = NULL;
-    if (o->depth == 0 || o->groups == 0 || o->wg == 0 || o->wg > dev->caps.max_wg_invocations || o->copies == 0 ||
-        o->copies > MAX_COPIES || o->min_bytes > o->max_bytes)
-        return DP_FAIL(err, DP_EINVAL, "side prefetch: depth %u, groups %u, wg %u, copies %u (1..%u), bytes %llu..%llu: "
-                       "out of range", o->depth, o->groups, o->wg, o->copies, MAX_COPIES,
+    if (o->depth == 0 || o->depth > MAX_LEAD || o->light_lead > MAX_LEAD || o->groups == 0 || o->wg == 0 ||
+        o->wg > dev->caps.max_wg_invocations || o->copies == 0 || o->copies > MAX_COPIES || o->min_bytes > o->max_bytes)
+        return DP_FAIL(err, DP_EINVAL, "side prefetch: depth %u (1..%u), light_lead %u (0..%u), groups %u, wg %u, "
+                       "copies %u (1..%u), bytes %llu..%llu: out of range", o->depth, MAX_LEAD, o->light_lead, MAX_LEAD,
+                       o->groups, o->wg, o->copies, MAX_COPIES,
                        (unsigned long long)o->min_bytes, (unsigned long long)o->max_bytes);
     if (!dev->side_queue || dp_side_mem_type(dev) == UINT32_MAX) return DP_OK;
     dp_prefetch *pf = calloc(1, sizeof *pf);
@@ -203,13 +207,43 @@ static uint32_t merge_writes(pf_list *w)
     return m;
 }
 
+void dp_prefetch_leads(const uint64_t *stage_bytes, uint32_t stages, const dp_prefetch_opts *o, uint32_t *lead)
+{
+    for (uint32_t s = 0; s < stages; s++) {
+        lead[s] = o->depth;
+        uint64_t bytes = stage_bytes[s];
+        for (uint32_t d = 1; d <= o->light_lead && d < stages && bytes <= o->max_bytes; d++) {
+            uint32_t k = (s + stages - d) % stages;
+            if (stage_bytes[k] == 0) {
+                if (d > lead[s]) lead[s] = d;
+                break;
+            }
+            bytes += stage_bytes[k];
+        }
+    }
+}
+
+/* lead[] for the schedule: each stage's bytes from its ranges. */
+static dp_status set_leads(const uint32_t *first, const uint32_t (*ranges)[4], uint32_t *lead, uint32_t stages,
+                           const dp_prefetch_opts *o, dp_err *err)
+{
+    uint64_t *bytes = calloc(stages ? stages : 1, sizeof *bytes);
+    if (!bytes) return DP_FAIL(err, DP_ENOMEM, "out of host memory for the prefetch schedule");
+    for (uint32_t s = 0; s < stages; s++)
+        for (uint32_t r = first[s]; r < first[s + 1]; r++)
+            bytes[s] += (uint64_t)ranges[r][2] | (uint64_t)ranges[r][3] << 32;
+    dp_prefetch_leads(bytes, stages, o, lead);
+    free(bytes);
+    return DP_OK;
+}
+
 dp_status dp_prefetch_finish(dp_prefetch *pf, dp_err *err)
 {
     dp_status st;
     if ((st = stop(pf, err)) != DP_OK) return st;   /* it may be reading the schedule rewritten below */
     pf->ready = false;
     uint32_t m = merge_writes(&pf->writes), stages = pf->stages;
-    uint64_t first_bytes = ((uint64_t)(stages + 1) * 4 + 15) & ~15ull;
+    uint64_t first_bytes = ((uint64_t)(2 * stages + 1) * 4 + 15) & ~15ull;   /* first[], lead[] */
     uint64_t bytes = first_bytes + (uint64_t)(pf->reads.n ? pf->reads.n : 1) * 16;
     if (pf->schedule.size < bytes) {
         dp_side_mem_free(pf->dev, &pf->schedule);
@@ -238,6 +272,10 @@ dp_status dp_prefetch_finish(dp_prefetch *pf, dp_err *err)
         }
     }
     first[stages] = n;
+    if ((st = set_leads(first, (const uint32_t (*)[4])ranges, first + stages + 1, stages, &pf->o, err)) != DP_OK)
+        return st;
+    pf->sched_led = 0;
+    for (uint32_t s = 0; s < stages; s++) pf->sched_led += first[stages + 1 + s] > pf->o.depth && first[s] < first[s + 1];
     pf->sched_stages = stages;
     pf->sched_ranges = n;
     if (n == 0) return DP_OK;   /* nothing worth reading ahead: no side kernel */
@@ -246,9 +284,10 @@ dp_status dp_prefetch_finish(dp_prefetch *pf, dp_err *err)
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     if ((st = DP_VK(err, vkBeginCommandBuffer(pf->cmd, &bi))) != DP_OK) return st;
     struct {
-        uint64_t first, ranges, ctl;
-        uint32_t stages, depth;
-    } pc = {pf->schedule.addr, pf->schedule.addr + first_bytes, pf->ctl.addr, stages, pf->o.depth};
+        uint64_t first, lead, ranges, ctl;
+        uint32_t stages, pad;
+    } pc = {pf->schedule.addr, pf->schedule.addr + (uint64_t)(stages + 1) * 4, pf->schedule.addr + first_bytes,
+            pf->ctl.addr, stages, 0};
     vkCmdBindPipeline(pf->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, dp_kernel_vk_pipeline(pf->side));
     vkCmdPushConstants(pf->cmd, dp_kernel_vk_layout(pf->side), VK_SHADER_STAGE_COMPUTE_BIT, 0,
                        dp_kernel_reflection(pf->side)->push_size, &pc);
@@ -305,8 +344,9 @@ void dp_prefetch_restart(dp_device *dev, dp_prefetch *pf)
     if (pf && dev->side_active == pf) stop(pf, &ignored);
 }
 
-void dp_prefetch_schedule_size(const dp_prefetch *pf, uint64_t *stages, uint64_t *ranges)
+void dp_prefetch_schedule_size(const dp_prefetch *pf, uint64_t *stages, uint64_t *ranges, uint64_t *led)
 {
     *stages = pf->sched_stages;
     *ranges = pf->sched_ranges;
+    *led = pf->sched_led;
 }

@@ -32,6 +32,7 @@ typedef struct dp_prefetch dp_prefetch;
 
 typedef struct dp_prefetch_opts {
     uint32_t depth;       /* stage j's weights are read once stage j - depth has begun (>= 1) */
+    uint32_t light_lead;  /* up to this many stages earlier, from the last light stage before j (0: off) */
     uint32_t groups;      /* workgroups of the side kernel */
     uint32_t wg;          /* invocations per workgroup */
     uint64_t min_bytes;   /* ranges smaller than this are not weights worth reading ahead */
@@ -39,8 +40,17 @@ typedef struct dp_prefetch_opts {
     uint32_t copies;      /* progress words the side workgroups poll (spread over L2's slices), 1..64 */
 } dp_prefetch_opts;
 
-/* depth 1, 32 workgroups of 256, ranges of 256 KiB to 24 MiB, 32 copies (docs/BENCHMARKS.md, session 20). */
+/* depth 1, light_lead 0, 32 workgroups of 256, ranges of 256 KiB to 24 MiB, 32 copies (docs/BENCHMARKS.md,
+** session 20). A light stage is one with no weights to read ahead (attention, a norm): its kernels leave DRAM
+** idle, so reads that start there compete with nothing; light_lead lets stage j's reads start at the last
+** light stage up to light_lead stages before it (and never later than depth says). */
 void dp_prefetch_opts_default(dp_prefetch_opts *o);
+
+/* lead[s] for stages with stage_bytes[s] bytes to read ahead: stage s's reads start once stage s - lead[s] has
+** begun (counting back past stage 0 into the replay before). depth, or further back to the last light stage (no
+** bytes) within light_lead stages, where the bytes of the stages after it up to s (s's included) come to at
+** most max_bytes: the side kernel must read them all before s runs, and they must still be in L2 then. */
+void dp_prefetch_leads(const uint64_t *stage_bytes, uint32_t stages, const dp_prefetch_opts *o, uint32_t *lead);
 
 /* *out = NULL (and DP_OK) where the device cannot run it; options out of range => DP_EINVAL. */
 dp_status dp_prefetch_create(dp_device *dev, const dp_prefetch_opts *o, dp_prefetch **out, dp_err *err);
@@ -56,8 +66,9 @@ dp_status dp_prefetch_finish(dp_prefetch *pf, dp_err *err);
 /* Before a main-queue submit of pf's recording (pf NULL: of a recording without one): stops another
 ** recording's side kernel, and for a replay starts pf's unless it is still there. */
 dp_status dp_prefetch_before_run(dp_device *dev, dp_prefetch *pf, bool replay, dp_err *err);
-/* The last finished recording's schedule: stages and weight ranges (0 ranges: no side kernel runs). */
-void      dp_prefetch_schedule_size(const dp_prefetch *pf, uint64_t *stages, uint64_t *ranges);
+/* The last finished recording's schedule: stages, weight ranges (0 ranges: no side kernel runs), and stages whose
+** reads start earlier than depth says (light_lead). */
+void      dp_prefetch_schedule_size(const dp_prefetch *pf, uint64_t *stages, uint64_t *ranges, uint64_t *led);
 /* Stops whichever side kernel runs on dev (before device memory is freed: it may be reading it). */
 void      dp_prefetch_quiesce(dp_device *dev);
 /* Stops pf's side kernel if it runs (the next dp_prefetch_before_run of a replay starts it at count 0). */

@@ -668,6 +668,6 @@ void dp_recorder_get_stats(const dp_recorder *r, dp_recorder_stats *out)
 {
     *out = r->st;
     out->prefetch = r->pf != NULL;
-    out->prefetch_stages = out->prefetch_ranges = 0;
-    if (r->pf) dp_prefetch_schedule_size(r->pf, &out->prefetch_stages, &out->prefetch_ranges);
+    out->prefetch_stages = out->prefetch_ranges = out->prefetch_led = 0;
+    if (r->pf) dp_prefetch_schedule_size(r->pf, &out->prefetch_stages, &out->prefetch_ranges, &out->prefetch_led);
 }

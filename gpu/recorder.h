@@ -77,6 +77,7 @@ typedef struct dp_recorder_stats {
     bool     prefetch;         /* a side prefetcher reads ahead of this recorder's replays */
     uint64_t prefetch_stages;  /* its last finished recording: stages (signals) */
     uint64_t prefetch_ranges;  /* and weight ranges read ahead */
+    uint64_t prefetch_led;     /* and stages whose reads start at a light stage before depth (light_lead) */
 } dp_recorder_stats;
 
 dp_status dp_recorder_create(dp_device *dev, dp_recorder **out, dp_err *err);

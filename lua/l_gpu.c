@@ -738,7 +738,7 @@ static uint64_t prefetch_field(lua_State *L, int t, const char *name, uint64_t d
     return v;
 }
 
-/* dev:recorder([{ prefetch = { depth, groups, wg, min_kb, max_mb, copies } }]): with prefetch, a replay reads
+/* dev:recorder([{ prefetch = { depth, light_lead, groups, wg, min_kb, max_mb, copies } }]): with prefetch, a replay reads
 ** the weights of each stage ahead of it on the device's side queue, where it has one (gpu/prefetch.h). */
 static int device_recorder(lua_State *L)
 {
@@ -752,6 +752,7 @@ static int device_recorder(lua_State *L)
             int t = lua_gettop(L);
             prefetch = true;
             po.depth = (uint32_t)prefetch_field(L, t, "depth", po.depth);
+            po.light_lead = (uint32_t)prefetch_field(L, t, "light_lead", po.light_lead);
             po.groups = (uint32_t)prefetch_field(L, t, "groups", po.groups);
             po.wg = (uint32_t)prefetch_field(L, t, "wg", po.wg);
             po.min_bytes = prefetch_field(L, t, "min_kb", po.min_bytes >> 10) << 10;
@@ -952,6 +953,7 @@ static int recorder_stats(lua_State *L)
     lua_pushboolean(L, s.prefetch), lua_setfield(L, -2, "prefetch");
     lua_pushinteger(L, (lua_Integer)s.prefetch_stages), lua_setfield(L, -2, "prefetch_stages");
     lua_pushinteger(L, (lua_Integer)s.prefetch_ranges), lua_setfield(L, -2, "prefetch_ranges");
+    lua_pushinteger(L, (lua_Integer)s.prefetch_led), lua_setfield(L, -2, "prefetch_led");
     return 1;
 }
 

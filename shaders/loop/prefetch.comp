@@ -3,13 +3,14 @@
 // those stages run. It runs on a second queue beside the main recording's runs (gpu/prefetch.c): barriers of
 // the main queue do not wait for it, and it waits for nothing but the main queue's progress count, which each
 // stage's prefetch_signal sets as it begins. Stage j of run c is read once the count reaches
-// c * stages + j + 1 - depth, i.e. while the `depth` stages before it run.
+// c * stages + j + 1 - lead[j], i.e. while the lead[j] stages before it run (the host picks the leads:
+// gpu/prefetch.c, set_leads).
 // It stays for run after run of the recording (one submit for many), and leaves when the host sets the quit
 // word, or after SPIN_LIMIT polls without progress (the host stopped replaying).
 // Nothing is written: the loads feed an xor that is stored only if it equals a value the data never makes
 // in practice, which is what keeps the compiler from dropping them.
-// Dispatch: (G, 1, 1).  Push: first (u32 [stages + 1]: each stage's first range), ranges (uvec4: address lo,
-// hi, bytes lo, hi), ctl (dp_prefetch.glsl), stages, depth.
+// Dispatch: (G, 1, 1).  Push: first (u32 [stages + 1]: each stage's first range), lead (u32 [stages]), ranges
+// (uvec4: address lo, hi, bytes lo, hi), ctl (dp_prefetch.glsl), stages.
 #extension GL_EXT_control_flow_attributes : require
 #include "dp_common.glsl"
 #include "dp_prefetch.glsl"
@@ -25,10 +26,10 @@ layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Ra
 
 layout(push_constant) uniform Push {
     U32In       first;
+    U32In       lead;
     Ranges      ranges;
     PrefetchCtl ctl;
     uint        stages;
-    uint        depth;
 } p;
 
 const uint SPIN_LIMIT = 1u << 20;
@@ -64,7 +65,7 @@ void main()
         for (uint j = 0u; j < p.stages && going; j++) {
             uint b = p.first.v[j], e = p.first.v[j + 1u];
             if (b == e) continue;
-            going = wait_for(c * p.stages + j + 1u - min(p.depth, j + 1u + c * p.stages));
+            going = wait_for(c * p.stages + j + 1u - min(p.lead.v[j], j + 1u + c * p.stages));
             if (!going) break;
             for (uint r = b; r < e; r++) {
                 uvec4 d = p.ranges.v[r];

@@ -14,9 +14,9 @@ local PROMPT = { 2, 10, 20, 30, 7, 11, 3, 5 }
 
 local side_dev = doppler.open_device { side_queue = "main" }
 
-local function open(name, dev, prefetch)
+local function open(name, dev, prefetch, lead)
   -- prefetch_min_kb: the fixtures' matrices are a few KiB
-  return tiny.open(name, dev, { side_prefetch = prefetch, prefetch_min_kb = 1 })
+  return tiny.open(name, dev, { side_prefetch = prefetch, prefetch_min_kb = 1, prefetch_lead = lead })
 end
 
 -- Greedy ids from the recipe's decode loop, and the last pass's logits.
@@ -70,6 +70,19 @@ for _, name in ipairs({ "gemma3-tiny", "llama3-tiny" }) do
     check.eq(B.s:plan_for(8, false):stats().prefetch, false, "a prefill pass (T = 8) does not prefetch")
     check.eq(A.s:plan_for(1, false):stats().prefetch, false, "side_prefetch=off")
   end)
+
+  check.case(name .. ": reads start at a light stage (prefetch_lead), or one ahead with prefetch_lead=1", function()
+    local C = open(name, side_dev, "on", 1)
+    for _, chunk in ipairs({ 16, 1 }) do
+      check.eq(check.join(run(C, chunk, 40)), check.join(run(A, chunk, 40)), ("ids in chunks of %d"):format(chunk))
+    end
+    -- (stats after the runs: a plan is recorded when it first runs) on lavapipe both forms have stages with
+    -- weights two after a light one (the down projection after the norm before gate+up)
+    local led = B.s:loop_plan(16):stats().prefetch_led
+    check.truthy(led >= 16, ("by default a chunk's stages led: %d"):format(led))
+    check.eq(C.s:loop_plan(16):stats().prefetch_led, 0, "with prefetch_lead=1 every stage reads one ahead")
+    C.model:close()
+  end)
   A.model:close()
   B.model:close()
 end
@@ -84,7 +97,8 @@ check.case("side_prefetch=on where the device has no side queue is an error", fu
 end)
 
 check.case("prefetch options out of range are refused", function()
-  for _, bad in ipairs({ { copies = 65 }, { groups = 0 }, { depth = 0 }, { min_kb = 64, max_mb = 0 } }) do
+  for _, bad in ipairs({ { copies = 65 }, { groups = 0 }, { depth = 0 }, { depth = 9 }, { light_lead = 9 },
+                         { min_kb = 64, max_mb = 0 } }) do
     local ok, msg = pcall(side_dev.recorder, side_dev, { prefetch = bad })
     check.eq(ok, false, "refused")
     check.truthy(tostring(msg):find("out of range", 1, true), tostring(msg))

@@ -18,6 +18,7 @@
 
 #include "gpu/pipeline_cache.h"
 #include "gpu/pool.h"
+#include "gpu/prefetch.h"
 #include "gpu/profiler.h"
 #include "gpu/shader.h"
 #include "helpers/gpu_fixture.h"
@@ -413,6 +414,44 @@ static void test_reflection(void **state)
     dp_test_device_close(dev);
 }
 
+/* The side prefetcher's leads (gpu/prefetch.h): a Gemma-shaped layer of stages q/k/v, attention (light: nothing
+** to read ahead), o, the fused MLP. With light_lead the MLP's reads start at attention, two stages back, where the
+** bytes from there fit max_bytes; not where they do not (an F16-sized MLP), not past light_lead, and never later
+** than depth. Counting back from stage 0 goes into the replay before. */
+static void test_prefetch_leads(void **state)
+{
+    (void)state;
+    const uint64_t MB = 1u << 20;
+    uint64_t q4[] = {4 * MB, 0, 2 * MB, 16 * MB}, f16[] = {4 * MB, 0, 2 * MB, 32 * MB};
+    uint32_t lead[4];
+    dp_prefetch_opts o;
+    dp_prefetch_opts_default(&o);
+    assert_int_equal(o.light_lead, 0);
+    dp_prefetch_leads(q4, 4, &o, lead);   /* the default: every stage one ahead */
+    for (int s = 0; s < 4; s++) assert_int_equal(lead[s], 1);
+
+    o.light_lead = 2;
+    dp_prefetch_leads(q4, 4, &o, lead);
+    assert_int_equal(lead[2], 1);   /* o: attention is the stage before it anyway */
+    assert_int_equal(lead[3], 2);   /* the MLP: from attention, 18 MiB <= 24 */
+    assert_int_equal(lead[0], 1);   /* q/k/v: attention is 3 back (the replay before), past light_lead */
+    dp_prefetch_leads(f16, 4, &o, lead);
+    assert_int_equal(lead[3], 1);   /* 34 MiB from attention: over max_bytes */
+
+    o.light_lead = 3;
+    dp_prefetch_leads(q4, 4, &o, lead);
+    assert_int_equal(lead[0], 3);   /* 22 MiB from the replay before's attention */
+    assert_int_equal(lead[3], 2);   /* the last light stage, not an earlier one */
+    o.max_bytes = 20 * MB;
+    dp_prefetch_leads(q4, 4, &o, lead);
+    assert_int_equal(lead[0], 1);   /* 22 MiB > 20 */
+    assert_int_equal(lead[3], 2);   /* 18 MiB */
+
+    o.depth = 3;   /* depth is a floor */
+    dp_prefetch_leads(q4, 4, &o, lead);
+    for (int s = 0; s < 4; s++) assert_int_equal(lead[s], 3);
+}
+
 static void test_barriers_follow_hazards(void **state)
 {
     (void)state;
@@ -650,6 +689,7 @@ static void test_no_device_message(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefetch_leads),
         cmocka_unit_test(test_pool_reuse_and_stats),
         cmocka_unit_test(test_pool_blocks_grow),
         cmocka_unit_test(test_oom_no_leak),

@@ -91,6 +91,10 @@ M.known.prefetch_groups = { kind = "int", choices = { 0, 8, 16, 32, 48, 64, 128 
                         doc = "side prefetch: workgroups of the side kernel (0: 32)" }
 M.known.prefetch_wg = { kind = "int", choices = { 0, 32, 64, 128, 256, 512 }, default = 0,
                         doc = "side prefetch: invocations per workgroup of the side kernel (0: 256)" }
+M.known.prefetch_depth = { kind = "int", choices = { 0, 1, 2, 3, 4 }, default = 0,
+                        doc = "side prefetch: stages ahead of its own that a stage's weights are read (0: 1)" }
+M.known.prefetch_lead = { kind = "int", choices = { 0, 1, 2, 3, 4 }, default = 0,
+                        doc = "side prefetch: a stage's weights may be read from the last light stage (no weights of its own, such as attention) up to this many stages before it, where DRAM is otherwise idle and the bytes from there fit prefetch_max_mb (0: 3; 1: never earlier than prefetch_depth; docs/BENCHMARKS.md 43c)" }
 M.known.prefetch_max_mb = { kind = "int", choices = { 0, 8, 16, 24, 32, 48, 64 }, default = 0,
                         doc = "side prefetch: largest weight range read ahead, in MiB (0: 24; larger ones, such as a head, would not stay in L2)" }
 M.known.prefetch_min_kb = { kind = "int", choices = { 0, 1, 16, 64, 256, 1024 }, default = 0,

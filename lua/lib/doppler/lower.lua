@@ -123,8 +123,12 @@ function M.side_prefetch(dev, env, T)
   local caps = dev:caps()
   if mode == "auto" and (not caps.side_queue or caps.type == "cpu") then return nil end
   local function given(name) local v = hints[name] or 0; return v > 0 and v or nil end
+  -- prefetch_lead 0: 3 stages, which on Gemma 3 1B Q4_K_M moves the fused MLP's reads to the attention before o
+  -- and q/k/v's to the attention of the layer before (H100: 1.02x, docs/BENCHMARKS.md 43c); where a layer's
+  -- weights are larger than prefetch_max_mb (F16 models, Llama's MLP) the schedule stays as at 1
   return { prefetch = { groups = given("prefetch_groups"), wg = given("prefetch_wg"), max_mb = given("prefetch_max_mb"),
-                        min_kb = given("prefetch_min_kb") } }
+                        min_kb = given("prefetch_min_kb"), depth = given("prefetch_depth"),
+                        light_lead = given("prefetch_lead") or 3 } }
 end
 
 function M.context(dev, plan, env)
