@@ -101,6 +101,7 @@ local KNOBS = {
     applies = function(c) return c.side_queue end },
   { "prefetch_groups", full = { 0, 16, 48, 64 }, wall = true, applies = function(c) return c.side_queue end },
   { "prefetch_lead", full = { 0, 1, 2 }, wall = true, applies = function(c) return c.side_queue end },
+  { "prefetch_max_mb", full = { 0, 48 }, wall = true, applies = function(c) return c.side_queue end },
   { "decode_chunk", full = { 1, 8, 16, 32 }, quick = { 1, 16 }, wall = true },
 }
 
