@@ -275,7 +275,8 @@ dp_status dp_prefetch_finish(dp_prefetch *pf, dp_err *err)
     if ((st = set_leads(first, (const uint32_t (*)[4])ranges, first + stages + 1, stages, &pf->o, err)) != DP_OK)
         return st;
     pf->sched_led = 0;
-    for (uint32_t s = 0; s < stages; s++) pf->sched_led += first[stages + 1 + s] > pf->o.depth && first[s] < first[s + 1];
+    for (uint32_t s = 0; s < stages; s++)   /* stages with weights whose reads moved ahead of depth */
+        pf->sched_led += first[s] < first[s + 1] && first[stages + 1 + s] > pf->o.depth;
     pf->sched_stages = stages;
     pf->sched_ranges = n;
     if (n == 0) return DP_OK;   /* nothing worth reading ahead: no side kernel */

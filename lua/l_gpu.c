@@ -738,8 +738,8 @@ static uint64_t prefetch_field(lua_State *L, int t, const char *name, uint64_t d
     return v;
 }
 
-/* dev:recorder([{ prefetch = { depth, light_lead, groups, wg, min_kb, max_mb, copies } }]): with prefetch, a replay reads
-** the weights of each stage ahead of it on the device's side queue, where it has one (gpu/prefetch.h). */
+/* dev:recorder([{ prefetch = { depth, light_lead, groups, wg, min_kb, max_mb, copies } }]): with prefetch, a
+** replay reads the weights of each stage ahead of it on the device's side queue, where it has one (gpu/prefetch.h). */
 static int device_recorder(lua_State *L)
 {
     dp_lua_device *d = dp_lua_check_device(L, 1);

@@ -4,7 +4,7 @@
 // the main queue do not wait for it, and it waits for nothing but the main queue's progress count, which each
 // stage's prefetch_signal sets as it begins. Stage j of run c is read once the count reaches
 // c * stages + j + 1 - lead[j], i.e. while the lead[j] stages before it run (the host picks the leads:
-// gpu/prefetch.c, set_leads).
+// dp_prefetch_leads in gpu/prefetch.c).
 // It stays for run after run of the recording (one submit for many), and leaves when the host sets the quit
 // word, or after SPIN_LIMIT polls without progress (the host stopped replaying).
 // Nothing is written: the loads feed an xor that is stored only if it equals a value the data never makes
