@@ -40,7 +40,8 @@ local spec = {
   epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_multi_rows, gemv_q_wg, gemv_q_rows, gemv_q_unroll,\n" ..
            "gemv_q_x, q_matmul, q_matmul_head, q_matmul_glu, lm_head_groups, glu_down, glu_down_rows,\n" ..
            "attention_heads, attention_splits, attention_min_chunk, attention_unroll, side_prefetch,\n" ..
-           "prefetch_groups, decode_chunk (and q_layout for quantised models: reloads the weights).",
+           "prefetch_groups, prefetch_lead, prefetch_max_mb, decode_chunk (and q_layout for quantised models:\n" ..
+           "reloads the weights).",
 }
 
 -- name -> candidates (full, quick, or for(ctx): this model's); applies(ctx) says whether the knob matters for this model;
