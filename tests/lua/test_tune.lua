@@ -4,7 +4,7 @@
 --   "tune (FILE)", below --hint; tune=off ignores the cache; generation with tuned (non-default) hints
 --   gives the ids of the defaults; a corrupt, stale or invalid cache file is a warning naming the file,
 --   the run goes on with the defaults; --help and a bad --knobs value; --warmup-ms (the untimed decode before
---   each wall-clock candidate).
+--   each wall-clock candidate); a winner beats the knob's default by 1 % (tune.pick); the context the candidates run at (hint context's, or longer if they need it).
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -48,6 +48,37 @@ local function hint_line(out, key)
   return out:match("\n" .. key .. "%s*=[^\n]*") or out:match("^" .. key .. "%s*=[^\n]*")
 end
 
+-- tune --json's one object as tables
+local function json_of(out)
+  local f = os.tmpname()
+  local h = assert(io.open(f, "w"))
+  h:write(out)
+  h:close()
+  local t = doppler.read_json(f)
+  os.remove(f)
+  return t
+end
+
+check.case("a knob's winner must beat the value it started from by the margin (tune.pick)", function()
+  local function rows(t)
+    local r = {}
+    for i = 1, #t, 2 do r[#r + 1] = { value = t[i], score = t[i + 1] } end
+    return r
+  end
+  check.eq(tune.MARGIN, 0.01, "1 %")
+  local v, kept = tune.pick(0, rows({ 0, 1.000, 8, 0.995, 16, 1.020 }))
+  check.eq(v, 0, "0.5 % faster is not enough")
+  check.eq(kept, true, "and says so")
+  v, kept = tune.pick(0, rows({ 0, 1.000, 8, 0.985, 16, 0.989 }))
+  check.eq(v, 8, "1.5 % faster wins")
+  check.eq(kept, false, "nothing kept")
+  check.eq(tune.pick("auto", rows({ "auto", 1.000, "1", 0.990 })), "1", "exactly the margin wins")
+  check.eq(tune.pick(0, rows({ 0, 0.900, 8, 0.950 })), 0, "the start itself is best")
+  check.eq(tune.pick(0, { { value = 0 }, { value = 8, score = 0.999 } }), 8, "the start failed: the best measured")
+  check.eq(tune.pick(4, rows({ 8, 1.1, 16, 1.0 })), 16, "the start not measured: the best measured")
+  check.eq(tune.pick(4, { { value = 8 }, { value = 16 } }), 4, "none measured: the start")
+end)
+
 local cache_file
 check.case("tune --quick --json writes the cache file", function()
   local out, e = must({ "tune", "--model", MODEL, "--quick", "--tokens", "4", "--prompt-tokens", "6", "--runs", "1", "--json" })
@@ -62,6 +93,18 @@ check.case("tune --quick --json writes the cache file", function()
   check.truthy(t.hints.gemv_wg ~= nil and t.hints.decode_chunk ~= nil, "winners stored")
   check.eq(t.key.arch, "Gemma3ForCausalLM", "key: architecture")
   check.eq(t.key.hidden, 64, "key: hidden size")
+  -- the KV caches' size decides the plan (a sliding layer's attention prologue is fused only where its cache
+  -- holds the window): the candidates are timed at the context a session with these hints gets
+  check.eq(json_of(out).context, 4096, "measured at hint context's default, not at prompt + tokens")
+  check.truthy(e:find("context 4096", 1, true) ~= nil, "the context on stderr")
+end)
+
+check.case("the tuned session's context: hint context, or what the measurements need where that is longer", function()
+  for _, c in ipairs({ { 64, 64 }, { 16, 18 } }) do
+    local out = must({ "tune", "--model", MODEL, "--knobs", "decode_chunk", "--quick", "--tokens", "4",
+                       "--prompt-tokens", "6", "--runs", "1", "--dry-run", "--json", "--hint", "context=" .. c[1] })
+    check.eq(json_of(out).context, c[2], "context=" .. c[1])
+  end
 end)
 
 check.case("a table by default; --help; an unknown knob is an error listing the knobs", function()

@@ -19,6 +19,28 @@ local json = require "doppler.json"
 local M = {}
 M.VERSION = 1
 
+-- A knob's winner: the value it started from (its default: the tuner measures it too) unless another candidate
+-- scored at least MARGIN lower (scores are ms per token, lower is better). rows: { value, score } per candidate
+-- measured (score nil: failed). Returns the value, and whether a faster candidate lost to the margin. Why a
+-- margin: on the H100 a tune's scores of one unchanged configuration spread by ~0.8 %, and picks each
+-- within 1 % of the default (most knobs' "best") made Gemma 3 1B Q4_K_M decode 1.2-1.6 % slower than the
+-- defaults they replaced (docs/BENCHMARKS.md 44e, 44g).
+M.MARGIN = 0.01
+function M.pick(start, rows, margin)
+  margin = margin or M.MARGIN
+  local start_score, best_v, best_score
+  for _, r in ipairs(rows) do
+    if r.score then
+      if tostring(r.value) == tostring(start) then start_score = r.score end
+      if not best_score or r.score < best_score then best_v, best_score = r.value, r.score end
+    end
+  end
+  if best_v == nil then return start, false end
+  if start_score == nil or tostring(best_v) == tostring(start) then return best_v, false end
+  if best_score <= start_score * (1 - margin) then return best_v, false end
+  return start, true
+end
+
 function M.cache_dir()
   local d = os.getenv("DOPPLER_CACHE_DIR")
   if d and d ~= "" then return d end

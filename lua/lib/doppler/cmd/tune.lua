@@ -234,6 +234,14 @@ local function main(argv)
   for _, kn in ipairs(KNOBS) do
     local cands = kn["for"] and kn["for"](c) or o.quick and kn.quick or (not o.quick and kn.full)
     if cands and (not kn.applies or kn.applies(c)) and not fixed[kn[1]] and (not only or only[kn[1]]) then
+      -- the value it starts from (its default) is measured first, so that a winner must beat it (tune.pick)
+      local start, listed = h:get(kn[1]), false
+      for _, v in ipairs(cands) do listed = listed or tostring(v) == tostring(start) end
+      if not listed then
+        local with = { start }
+        for _, v in ipairs(cands) do with[#with + 1] = v end
+        cands = with
+      end
       local wall = kn.wall
       if type(wall) == "function" then wall = wall(c) end
       plan[#plan + 1] = { name = kn[1], cands = cands, reload = kn.reload, wall = wall }
@@ -242,13 +250,20 @@ local function main(argv)
   local total = 0
   for _, k in ipairs(plan) do total = total + #k.cands end
   local log = function(...) io.stderr:write(string.format(...)) end
-  log("tune: %s on %s (%s), %d knobs, %d candidates%s\n", o.model, key.device, key.driver, #plan, total,
-      o.quick and " (--quick)" or "")
+  -- The context of a session that runs with these hints (hint context, 4096 unless set), or a longer one if a
+  -- measurement needs it. Why not just what the measurements need: the KV caches' size decides the plan. A
+  -- sliding-window layer keeps min(window + 128, context) slots, and below window + T - 1 the attention
+  -- prologue stays unfused (fusions.lua, attention_rope). Gemma 3 1B's 512-key window made a tune with
+  -- prompt + tokens + 8 positions time 22 of its 26 layers with another plan than the user's: ~1.40 ms per
+  -- token where `doppler run` decodes at ~1.14 (H100, docs/BENCHMARKS.md 44f).
+  local context = math.max(h:get("context"), o.prompt_tokens + o.tokens + 8)
+  log("tune: %s on %s (%s), %d knobs, %d candidates, context %d%s\n", o.model, key.device, key.driver, #plan,
+      total, context, o.quick and " (--quick)" or "")
 
   local s
   local function open_session()
     if s then s = nil; collectgarbage() end
-    s = session.open(recipe, model, { hints = h, context = o.prompt_tokens + o.tokens + 8 })
+    s = session.open(recipe, model, { hints = h, context = context })
   end
   open_session()
   local smp = sampler.new(s, { temperature = 0 })
@@ -257,7 +272,8 @@ local function main(argv)
   local best_values = {}
   for _, k in ipairs(plan) do
     local start = h:get(k.name)
-    local best, best_v
+    local knob_rows = {}
+    local best_v
     for _, v in ipairs(k.cands) do
       n_done = n_done + 1
       h:set(k.name, v, "doppler tune")
@@ -270,7 +286,8 @@ local function main(argv)
       if ok then
         row.score, row.decode_ms, row.prefill_ms, row.wall_ms = r.score, r.decode_ms, r.prefill_ms, r.wall_ms
         row.warmup_runs = r.warmup_runs
-        if not best or r.score < best.score then best, best_v = r, v end
+        knob_rows[#knob_rows + 1] = row
+        best_v = tune.pick(start, knob_rows)
         log("[%d/%d] %s=%s: %s ms/token%s (best %s=%s)\n", n_done, total, k.name, tostring(v), fmt_ms(r.score),
             k.wall and " wall" or " GPU", k.name, tostring(best_v))
       else
@@ -279,7 +296,11 @@ local function main(argv)
       end
       rows[#rows + 1] = row
     end
-    if best_v == nil then best_v = start end
+    local kept
+    best_v, kept = tune.pick(start, knob_rows)
+    if kept then
+      log("%s: kept %s, no candidate %d %% faster\n", k.name, tostring(start), math.floor(tune.MARGIN * 100 + 0.5))
+    end
     h:set(k.name, best_v, "doppler tune")
     if k.reload then open_session(); smp = sampler.new(s, { temperature = 0 }) end
     best_values[k.name] = best_v
@@ -290,7 +311,8 @@ local function main(argv)
     path = tune.write(key, best_values, { model = o.model, results = rows })
   end
   if o.json then
-    print(json.encode({ key = key, hints = best_values, results = rows, cache = path }, { digits = 6 }))
+    print(json.encode({ key = key, hints = best_values, results = rows, cache = path, context = context },
+                      { digits = 6 }))
   else
     print("| knob | value | score ms/token | decode GPU ms/token | prefill GPU ms | wall ms/token | |")
     print("|---|---|---|---|---|---|---|")
