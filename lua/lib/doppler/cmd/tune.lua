@@ -23,7 +23,9 @@ local lower = require "doppler.lower"
 local spec = {
   usage = "doppler tune --model PATH [options]",
   about = "Times kernel variants on this device (GPU timestamps, the real model's decode step and prefill)\n" ..
-          "and writes the winners to the tune cache (docs/TUNING.md); later runs use them as hint defaults.",
+          "and writes the winners to the tune cache (docs/TUNING.md); later runs use them as hint defaults.\n" ..
+          "A value wins only if it beats the knob's default by 1 %; measured at the context a session with\n" ..
+          "the same hints gets (hint context, 4096 unless set: the KV caches' size decides the plan).",
   options = {
     { "--model", "PATH", "model directory or GGUF file (required)" },
     { "--quick", nil, "a small candidate set (a few values of the main knobs)" },
