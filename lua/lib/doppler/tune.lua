@@ -22,9 +22,9 @@ M.VERSION = 1
 -- A knob's winner: the value it started from (its default: the tuner measures it too) unless another candidate
 -- scored at least MARGIN lower (scores are ms per token, lower is better). rows: { value, score } per candidate
 -- measured (score nil: failed). Returns the value, and whether a faster candidate lost to the margin. Why a
--- margin: on the H100 a tune's scores of one unchanged configuration spread by ~0.8 %, and picks each
--- within 1 % of the default (most knobs' "best") made Gemma 3 1B Q4_K_M decode 1.2-1.6 % slower than the
--- defaults they replaced (docs/BENCHMARKS.md 44e, 44g).
+-- margin: on the H100 a tune's scores of one unchanged configuration spread by ~0.8 %, and winners that each
+-- beat the default's score by less than 1 % made Gemma 3 1B Q4_K_M decode 1.2-1.6 % slower than the defaults
+-- they replaced (docs/BENCHMARKS.md 44e, 44g).
 M.MARGIN = 0.01
 function M.pick(start, rows, margin)
   margin = margin or M.MARGIN
