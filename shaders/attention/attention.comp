@@ -7,10 +7,11 @@
 // Where keys come from: positions >= pos[0] (this call's tokens; positions are consecutive, pos[t] =
 // pos[0] + t) from the new k, v [T, n_kv_heads, D]; older positions from the caches Kc, Vc
 // [n_kv_heads, cap, D] at slot j % cap. Hence the order with kv_append:
-//   * attention then kv_append: always correct (cap >= W for sliding layers, > last position for global);
+//   * attention then kv_append: always correct (cap >= W for sliding layers, > last position for global
+//     ones and for a sliding cache with a slot per position of the context);
 //   * kv_append then attention: correct when no slot a query needs was overwritten: T = 1 (decode), or
-//     cap >= W + T - 1, or global layers. The rope_kv fusion (shaders/rope/rope_kv.comp) appends first,
-//     and fusions.lua applies it only there.
+//     cap >= W + T - 1, or global layers, or no slot is ever reused (cap > the last position). The rope_kv
+//     fusion (shaders/rope/rope_kv.comp) appends first, and fusions.lua applies it only there.
 // With DP_KV_F16 the new k, v are rounded to f16 on load, so each key has the value the cache holds and a
 // prefill gives what the same tokens decoded one by one give.
 // Method: one workgroup per (query token, q head); keys in blocks of WG, one key per invocation for the

@@ -54,7 +54,8 @@
 // appends k (roped) and v of token t to the caches at slot pos[t] % cap (unless a later token of the call
 // takes the slot, as kv_append). No workgroup reads a slot being written: attention reads only keys
 // j < pos[0] from the caches, and those slots differ from every pos[t] % cap where the rope_kv rule allows
-// appending before attention (global layers, or cap >= window + T - 1), which attention_rope requires.
+// appending before attention (global layers, caches with a slot per position of the context, or
+// cap >= window + T - 1), which attention_rope requires.
 // The first round's cache rows (and v rows) are loaded before the prologue, so their latency overlaps it.
 // With DP_ROPE_QK the push block changes (128 bytes at most): n_tokens, n_q_heads, n_kv_heads, n_chunks
 // come from the dispatch shape (T = z, n_kv_heads = x / GS, n_q_heads = G x, n_chunks = y), min_chunk is a

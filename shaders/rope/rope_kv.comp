@@ -10,9 +10,10 @@
 // KV type. The sum of squares uses rmsnorm.comp's lanes and order (norm_rows.glsl with one row per
 // workgroup and the LR rmsnorm picks for this row length), so the norm is bit-identical to rmsnorm's.
 // The caches are written BEFORE attention reads them: lower.lua appends here only where attention.comp's
-// header allows that order (T = 1, or global layers, or cap >= window + T - 1); attention then skips its
-// own kv_append. q and k are updated in place (attention reads them; new keys come from k, older from
-// the caches, as before). A token whose slot a later token of the call takes is not appended (kv_append).
+// header allows that order (T = 1, global layers, caches with a slot per position of the context, or
+// cap >= window + T - 1); attention then skips its own kv_append. q and k are updated in place (attention
+// reads them; new keys come from k, older from the caches, as before). A token whose slot a later token of
+// the call takes is not appended (kv_append).
 // Method: one workgroup per (q or kv head, token); the row is read once into registers, normalised,
 // staged in shared memory (rope pairs i, i + rot/2 cross lanes), rotated and written back; a kv-head
 // workgroup also stores its k row and copies its v row into the caches.

@@ -13,7 +13,9 @@
 --   the device is an error listing the valid ones; auto takes one q head per workgroup, and attention_heads
 --   puts more of a kv head's q heads in one (the plan's spec constants G and GS say so) with the same logits;
 --   attention_splits' auto chunks (256 / (kv heads x T) on a GPU, 1 on a CPU device) on fake devices, and
---   several chunks per query on this device (the grid says so) with the logits of the auto plan.
+--   several chunks per query on this device (the grid says so) with the logits of the auto plan; a context
+--   shorter than a sliding layer's window + T - 1 keeps rope_kv and attention_rope (its caches never wrap),
+--   with the logits of the unfused plan and of a longer context.
 -- The kernels themselves are tested against core/ref in tests/unit (test_k_rope_kv.c, test_k_norm.c,
 -- test_k_attention_flash.c); the fixture tests check the fused models against the references.
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
@@ -121,6 +123,41 @@ for _, f in ipairs(FAMILIES) do
     same_logits(p3, f3, name .. " 3-token pass (f32)")
   end)
 end
+
+check.case("gemma3-tiny: a context shorter than window + T - 1 keeps the fusions (its caches never wrap)", function()
+  -- window 8: a sliding cache of min(8 + REWIND, context) slots. At context 12 a 6-token pass has
+  -- cap 12 < 8 + 6 - 1, and only the cache's slot for every position of the context (attrs.whole) lets
+  -- rope_kv append before attention there; then one token at a time (attention_rope), past the window.
+  local path = check.fixtures .. "/models/gemma3-tiny"
+  local function run(context, hint_list)
+    local h = hints.new()
+    for k, v in pairs(hint_list) do h:set(k, v, "test") end
+    local m = doppler.open_model(path)
+    local recipe = recipes.for_config(doppler.read_json(path .. "/config.json"), path)
+    local s = session.open(recipe, m, { hints = h, context = context })
+    local rows, names = {}, {}
+    s:feed(table.move(PROMPT, 1, 6, 1, {}))
+    rows[1] = s:last_logits()
+    local first = {}
+    for i, k in ipairs(s.last_plan.kernel_log) do first[i] = k:name() end
+    for i = 7, #PROMPT do
+      s:feed({ PROMPT[i] })
+      rows[#rows + 1] = s:last_logits()
+    end
+    for i, k in ipairs(s.last_plan.kernel_log) do names[i] = k:name() end
+    m:close()
+    return rows, first, names
+  end
+  local layers = doppler.read_json(path .. "/config.json").num_hidden_layers
+  local r12, first12, step12 = run(12, { precision = "f32" })
+  check.eq(count(first12, "rope_kv"), layers, "the 6-token pass: rope_kv in every layer")
+  check.eq(count(first12, "rope") + count(first12, "kv_append"), 0, "no rope or kv_append left")
+  check.eq(count(step12, "rope_kv") + count(step12, "rope") + count(step12, "kv_append"), 0, "one token: attention_rope")
+  check.eq(#r12, #PROMPT - 5, "passes")
+  same_logits(run(12, { precision = "f32", fusion = "-rope_kv,-norm_add_norm,-attention_rope" }), r12,
+              "context 12 against the unfused plan (f32)")
+  same_logits(run(64, { precision = "f32" }), r12, "context 12 against context 64 (f32)")
+end)
 
 check.case("attention_lanes / attention_wg: other variants, same logits; bad values listed", function()
   -- in the f32 mode: another variant sums the scores in another order, which f16 activations would amplify

@@ -359,8 +359,11 @@ M.register {
 -- doing the per-head q/k RMSNorm (where both have one, with one eps and offset: Gemma 3, Qwen 3), RoPE on q
 -- and k in place, and the KV-cache append of k and v; attention then skips its own kv_append. Appending
 -- before attention is allowed where no slot a query still needs is overwritten (attention.comp's header):
--- global layers, or a sliding cache with cap >= window + T - 1 (every decode step; prefill chunks up to the
--- session's REWIND slots). Elsewhere the chain stays unfused. The q rope node becomes the fused node (in
+-- global layers, a sliding cache with cap >= window + T - 1 (every decode step; prefill chunks up to the
+-- session's REWIND slots), or a sliding cache with a slot for every position of the context (attrs.whole,
+-- doppler.session: a context shorter than window + REWIND; no slot is reused, as in a global layer. Why:
+-- Gemma 3's 512-key window left 22 of its 26 layers unfused at such contexts: Gemma 3 1B Q4_K_M decoded at
+-- ~1.40 ms per token at a context of 72 against ~1.14 at 4096 on the H100, docs/BENCHMARKS.md 44f). Elsewhere the chain stays unfused. The q rope node becomes the fused node (in
 -- place on q's projection); the k rope node a view of k's projection, which the kernel rotates in place.
 local function rope_source(r, ctx)
   local x = r.inputs[1]
@@ -378,7 +381,8 @@ M.register {
     if not (ctx.only_reader(q, n) and ctx.only_reader(k, n)) then return end
     if q.inputs[2] ~= pos or k.inputs[2] ~= pos or q.inputs[3] ~= k.inputs[3] then return end
     local window, cap = n.attrs.window or 0, kc.shape[2]
-    if type(cap) ~= "number" or (window > 0 and cap < window + T - 1) then return end
+    local whole = kc.op == "state" and kc.attrs.whole and vc.op == "state" and vc.attrs.whole
+    if type(cap) ~= "number" or (window > 0 and cap < window + T - 1 and not whole) then return end
     local xq, nq = rope_source(q, ctx)
     local xk, nk = rope_source(k, ctx)
     if (nq == nil) ~= (nk == nil) then return end

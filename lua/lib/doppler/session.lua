@@ -137,7 +137,11 @@ function Session:io(g, all_rows)
       s.states[vname] = s.dev:tensor { dtype = s.kv, shape = { Hkv, cap, D } }
       s.kv_bytes = s.kv_bytes + 2 * s.states[kname]:nbytes()
     end
-    return { k = g:state(kname, { Hkv, cap, D }, s.kv), v = g:state(vname, { Hkv, cap, D }, s.kv) }
+    local k, v = g:state(kname, { Hkv, cap, D }, s.kv), g:state(vname, { Hkv, cap, D }, s.kv)
+    -- whole: a slot per position of the context, so no slot is ever reused (fusions.lua's rope_kv may then
+    -- append before attention whatever the window)
+    k.attrs.whole, v.attrs.whole = cap >= s.context, cap >= s.context
+    return { k = k, v = v }
   end
   function io.round_to_weight_dtype(x)
     -- a quantised table is dequantised exactly to f32 by reference implementations
