@@ -362,8 +362,9 @@ M.register {
 -- global layers, a sliding cache with cap >= window + T - 1 (every decode step; prefill chunks up to the
 -- session's REWIND slots), or a sliding cache with a slot for every position of the context (attrs.whole,
 -- doppler.session: a context shorter than window + REWIND; no slot is reused, as in a global layer. Why:
--- Gemma 3's 512-key window left 22 of its 26 layers unfused at such contexts: Gemma 3 1B Q4_K_M decoded at
--- ~1.40 ms per token at a context of 72 against ~1.14 at 4096 on the H100, docs/BENCHMARKS.md 44f). Elsewhere the chain stays unfused. The q rope node becomes the fused node (in
+-- Gemma 3's 512-key window left 22 of its 26 layers unfused at such contexts: on the H100 Gemma 3 1B Q4_K_M
+-- decoded at ~1.40 ms per token at a context of 72 (doppler tune's wall clock) against ~1.14 at 4096
+-- (decode.lua), docs/BENCHMARKS.md 44f). Elsewhere the chain stays unfused. The q rope node becomes the fused node (in
 -- place on q's projection); the k rope node a view of k's projection, which the kernel rotates in place.
 local function rope_source(r, ctx)
   local x = r.inputs[1]
