@@ -364,8 +364,9 @@ M.register {
 -- doppler.session: a context shorter than window + REWIND; no slot is reused, as in a global layer. Why:
 -- Gemma 3's 512-key window left 22 of its 26 layers unfused at such contexts: on the H100 Gemma 3 1B Q4_K_M
 -- decoded at ~1.40 ms per token at a context of 72 (doppler tune's wall clock) against ~1.14 at 4096
--- (decode.lua), docs/BENCHMARKS.md 44f). Elsewhere the chain stays unfused. The q rope node becomes the fused node (in
--- place on q's projection); the k rope node a view of k's projection, which the kernel rotates in place.
+-- (decode.lua), docs/BENCHMARKS.md 44f). Elsewhere the chain stays unfused. The q rope node becomes the fused
+-- node (in place on q's projection); the k rope node a view of k's projection, which the kernel rotates in
+-- place.
 local function rope_source(r, ctx)
   local x = r.inputs[1]
   if x.op == "rmsnorm" and ctx.only_reader(x, r) and not x.is_output then return x.inputs[1], x end
@@ -383,7 +384,9 @@ M.register {
     if q.inputs[2] ~= pos or k.inputs[2] ~= pos or q.inputs[3] ~= k.inputs[3] then return end
     local window, cap = n.attrs.window or 0, kc.shape[2]
     local whole = kc.op == "state" and kc.attrs.whole and vc.op == "state" and vc.attrs.whole
-    if type(cap) ~= "number" or (window > 0 and cap < window + T - 1 and not whole) then return end
+    if type(cap) ~= "number" or (window > 0 and cap < window + T - 1 and not whole) then
+      return
+    end
     local xq, nq = rope_source(q, ctx)
     local xk, nk = rope_source(k, ctx)
     if (nq == nil) ~= (nk == nil) then return end

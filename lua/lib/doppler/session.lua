@@ -140,7 +140,8 @@ function Session:io(g, all_rows)
     local k, v = g:state(kname, { Hkv, cap, D }, s.kv), g:state(vname, { Hkv, cap, D }, s.kv)
     -- whole: a slot per position of the context, so no slot is ever reused (fusions.lua's rope_kv may then
     -- append before attention whatever the window)
-    k.attrs.whole, v.attrs.whole = cap >= s.context, cap >= s.context
+    local whole = cap >= s.context
+    k.attrs.whole, v.attrs.whole = whole, whole
     return { k = k, v = v }
   end
   function io.round_to_weight_dtype(x)

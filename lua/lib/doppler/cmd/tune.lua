@@ -275,7 +275,6 @@ local function main(argv)
   for _, k in ipairs(plan) do
     local start = h:get(k.name)
     local knob_rows = {}
-    local best_v
     for _, v in ipairs(k.cands) do
       n_done = n_done + 1
       h:set(k.name, v, "doppler tune")
@@ -289,17 +288,15 @@ local function main(argv)
         row.score, row.decode_ms, row.prefill_ms, row.wall_ms = r.score, r.decode_ms, r.prefill_ms, r.wall_ms
         row.warmup_runs = r.warmup_runs
         knob_rows[#knob_rows + 1] = row
-        best_v = tune.pick(start, knob_rows)
         log("[%d/%d] %s=%s: %s ms/token%s (best %s=%s)\n", n_done, total, k.name, tostring(v), fmt_ms(r.score),
-            k.wall and " wall" or " GPU", k.name, tostring(best_v))
+            k.wall and " wall" or " GPU", k.name, tostring((tune.pick(start, knob_rows))))
       else
         row.error = tostring(r)
         log("[%d/%d] %s=%s: failed: %s\n", n_done, total, k.name, tostring(v), tostring(r))
       end
       rows[#rows + 1] = row
     end
-    local kept
-    best_v, kept = tune.pick(start, knob_rows)
+    local best_v, kept = tune.pick(start, knob_rows)
     if kept then
       log("%s: kept %s, no candidate %d %% faster\n", k.name, tostring(start), math.floor(tune.MARGIN * 100 + 0.5))
     end
