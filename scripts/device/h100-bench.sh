@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/device/h100-bench.sh: the H100 measurements of docs/BENCHMARKS.md, run on the lent GPU machine
+# scripts/device/h100-bench.sh: the GPU measurements of docs/BENCHMARKS.md (on the H100 until session 37, the
+# H200 since; the name is kept for the run scripts that call it), run on the lent GPU machine
 # from a checkout carrying build-h100/ (cmake -DDOPPLER_STATIC_DEPS=ON -DCMAKE_BUILD_TYPE=Release) and .gl/
 # (the Vulkan loader debs). Results go to $OUT (JSON lines). Stages: STAGES="f16 llama quant" by default;
 # also attn (f16 with the basic attention kernels, for comparison) and q4km (Q4_K_M, fused path only).
