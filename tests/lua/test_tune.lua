@@ -4,7 +4,8 @@
 --   "tune (FILE)", below --hint; tune=off ignores the cache; generation with tuned (non-default) hints
 --   gives the ids of the defaults; a corrupt, stale or invalid cache file is a warning naming the file,
 --   the run goes on with the defaults; --help and a bad --knobs value; --warmup-ms (the untimed decode before
---   each wall-clock candidate); a winner beats the knob's default by 1 % (tune.pick); the context the candidates run at (hint context's, or longer if they need it).
+--   each candidate, scored by wall clock or by GPU timestamps); a winner beats the knob's default by 1 %
+--   (tune.pick); the context the candidates run at (hint context's, or longer if they need it).
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -127,11 +128,11 @@ check.case("a table by default; --help; an unknown knob is an error listing the 
   check.truthy(e:match("no knob 'warp_speed'") and e:match("gemv_wg"), "names the knob and lists the valid ones")
 end)
 
-check.case("a wall-clock candidate decodes untimed for --warmup-ms first (one run at 0, the default on a CPU)",
-           function()
-  local function rows(extra)
+check.case("a candidate decodes untimed for --warmup-ms first (one run at 0, the default on a CPU), whether " ..
+           "scored by wall clock or by GPU timestamps", function()
+  local function rows(knob, extra)
     local args = { "tune", "--model", MODEL, "--quick", "--tokens", "2", "--prompt-tokens", "4", "--runs", "1",
-                   "--knobs", "decode_chunk", "--dry-run", "--json" }
+                   "--knobs", knob, "--dry-run", "--json" }
     for _, a in ipairs(extra) do args[#args + 1] = a end
     local tmp = os.tmpname()                     -- doppler.read_json reads files
     local f = assert(io.open(tmp, "wb"))
@@ -139,19 +140,26 @@ check.case("a wall-clock candidate decodes untimed for --warmup-ms first (one ru
     f:close()
     local t = doppler.read_json(tmp)
     os.remove(tmp)
-    check.truthy(#t.results >= 2, "decode_chunk's candidates")
+    check.truthy(#t.results >= 2, knob .. "'s candidates")
     return t.results
   end
   local cpu = doppler.device():caps().type == "cpu"
-  for _, r in ipairs(rows({})) do
-    check.truthy(r.wall_ms ~= nil, "decode_chunk is scored by wall clock")
-    if cpu then check.eq(r.warmup_runs, 1, "the default on a CPU device: no warm-up beyond the one run")
-    else check.truthy(r.warmup_runs >= 2, "the default's untimed runs: the recording one and the warm-up") end
-  end
-  for _, r in ipairs(rows({ "--warmup-ms", "0" })) do check.eq(r.warmup_runs, 1, "--warmup-ms 0: the one run") end
-  -- the warm-up's clock starts after the run that records the shapes, so any positive time adds a run
-  for _, r in ipairs(rows({ "--warmup-ms", "1" })) do
-    check.truthy(r.warmup_runs >= 2, ("--warmup-ms 1: %d untimed runs"):format(r.warmup_runs))
+  -- decode_chunk is scored by wall clock, attention_splits by GPU timestamps (the kernels' time)
+  for _, knob in ipairs({ "decode_chunk", "attention_splits" }) do
+    local wall = knob == "decode_chunk"
+    for _, r in ipairs(rows(knob, {})) do
+      check.eq(r.wall_ms ~= nil, wall, knob .. (wall and " is scored by wall clock" or " is scored by GPU time"))
+      check.truthy(r.warmup_runs ~= nil, knob .. ": the untimed runs are reported")
+      if cpu then check.eq(r.warmup_runs, 1, knob .. ": the CPU device's default: no warm-up beyond the one run")
+      else check.truthy(r.warmup_runs >= 2, knob .. ": the default's untimed runs: the recording one, the warm-up") end
+    end
+    for _, r in ipairs(rows(knob, { "--warmup-ms", "0" })) do
+      check.eq(r.warmup_runs, 1, knob .. ", --warmup-ms 0: the one run")
+    end
+    -- the warm-up's clock starts after the run that records the shapes, so any positive time adds a run
+    for _, r in ipairs(rows(knob, { "--warmup-ms", "1" })) do
+      check.truthy(r.warmup_runs >= 2, ("%s, --warmup-ms 1: %d untimed runs"):format(knob, r.warmup_runs))
+    end
   end
   local ok, _, e = run({ "tune", "--model", MODEL, "--warmup-ms", "-1" })
   check.truthy(not ok and e:match("%-%-warmup%-ms") ~= nil, "a negative --warmup-ms is refused, naming it")

@@ -33,7 +33,7 @@ local spec = {
     { "--prompt-tokens", "N", "prompt length of a measurement", type = "int", default = 32, min = 1 },
     { "--tokens", "N", "decode steps of a measurement", type = "int", default = 32, min = 1 },
     { "--runs", "N", "measurements per candidate (the best counts)", type = "int", default = 2, min = 1 },
-    { "--warmup-ms", "MS", "untimed decode before each wall-clock candidate, at least this long (default: 300 " ..
+    { "--warmup-ms", "MS", "untimed decode before each candidate is timed, at least this long (default: 300 " ..
       "on a GPU, 0 on a CPU device)", type = "int", min = 0 },
     { "--knobs", "LIST", "only these knobs (comma list; default: all that apply)" },
     { "--hint", "KEY=VALUE", "a fixed hint for every measurement (not tuned)", repeat_ = true },
@@ -147,22 +147,31 @@ end
 
 local function generate(s, smp, prompt, steps) decode(s, smp, start(s, smp, prompt), steps) end
 
+-- Untimed decode before a candidate is timed: one run has recorded every shape (the CPU builds the plans, the
+-- GPU idles), then runs go on for warmup_ms, so that a GPU whose clock fell meanwhile times the candidate at
+-- full clock. Returns the untimed runs, the recording one included. Why: the first wall-clock candidate of a
+-- tune once read 1.95 ms per token against <= 1.55 for every later one (Gemma 3 1B Q4_K_M on the H100,
+-- docs/BENCHMARKS.md 33f), and so lost its knob; and candidates scored by GPU timestamps depend on the clock
+-- as much (the first of a tune read 3.94 ms per token, the same plan two candidates later 1.60, and the next
+-- knobs' defaults 5-7 % above their second candidates: H200, docs/BENCHMARKS.md 45f), while each knob's
+-- default is measured first.
+local function warm_up(s, smp, prompt, o)
+  local warm_until, runs = doppler.clock() + o.warmup_ms / 1000, 1
+  while doppler.clock() < warm_until do
+    generate(s, smp, prompt, o.tokens)
+    runs = runs + 1
+  end
+  return runs
+end
+
 -- One measurement: { score, decode_ms (GPU per token), prefill_ms (GPU), wall_ms (per decode token),
--- warmup_runs (wall clock only) }.
+-- warmup_runs }.
 local function measure(s, smp, o, wall)
   local dev = s.dev
   local prompt = prompt_ids(o.prompt_tokens, s.cfg)
   if wall then
-    -- Untimed decode first: one run records every shape (the CPU builds the plans, the GPU idles), then runs
-    -- go on for warmup_ms, so that a GPU whose clock fell meanwhile times the candidate at full clock. Why:
-    -- the first wall-clock candidate of a tune once read 1.95 ms per token against <= 1.55 for every later
-    -- one (Gemma 3 1B Q4_K_M on the H100, docs/BENCHMARKS.md 33f), and so lost its knob.
     generate(s, smp, prompt, o.tokens)
-    local warm_until, warmup_runs = doppler.clock() + o.warmup_ms / 1000, 1
-    while doppler.clock() < warm_until do
-      generate(s, smp, prompt, o.tokens)
-      warmup_runs = warmup_runs + 1
-    end
+    local warmup_runs = warm_up(s, smp, prompt, o)
     local best = math.huge
     for _ = 1, o.runs do
       local id = start(s, smp, prompt)
@@ -175,6 +184,7 @@ local function measure(s, smp, o, wall)
   dev:profile(true)
   s:drop_plans()
   generate(s, smp, prompt, 1)                   -- records every shape with timestamp queries
+  local warmup_runs = warm_up(s, smp, prompt, o)
   local best
   for _ = 1, o.runs do
     profile.clear(dev)
@@ -183,7 +193,7 @@ local function measure(s, smp, o, wall)
     profile.clear(dev)
     decode(s, smp, id, o.tokens)
     local dec = sum(profile.kernel_ms(dev, o.tokens))
-    local r = { decode_ms = dec, prefill_ms = pre, score = dec + pre / o.tokens }
+    local r = { decode_ms = dec, prefill_ms = pre, score = dec + pre / o.tokens, warmup_runs = warmup_runs }
     if not best or r.score < best.score then best = r end
   end
   dev:profile(false)
