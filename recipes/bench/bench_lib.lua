@@ -1,9 +1,10 @@
 -- recipes/bench/bench_lib.lua: the measuring loop behind decode.lua, prefill.lua and ttft.lua (and the
 -- children of hints.lua). One process loads the model once, then:
 --   1. a profiled pass (unless --no-profile): the passes are recorded with GPU timestamps around every
---      dispatch; one prompt and --profile-tokens decode steps give GPU ms per kernel;
+--      dispatch; after the recording run, runs go on untimed for --warmup-ms, then one prompt and
+--      --profile-tokens decode steps give GPU ms per kernel;
 --   2. --warmup unprofiled runs (records the plans of every shape the runs use: the prompt's chunks
---      and the T = 1 decode step, so no timed run compiles anything);
+--      and the T = 1 decode step, so no timed run compiles anything), then runs for --warmup-ms more;
 --   3. --runs timed runs. A run = reset the context, feed a pseudo-random prompt of --prompt-tokens ids
 --      (prefill), read back the first id (TTFT), then --tokens decode steps (feed the last id, read back
 --      the next; with hint decode_chunk = N > 1 up to N steps per submit, the GPU-resident loop). Stop
@@ -47,6 +48,9 @@ function M.options(mode)
       { "--tokens", "N", "decode steps per run (after the first token)", type = "int", default = d.tokens, min = 0 },
       { "--runs", "N", "timed runs (one JSON line each)", type = "int", default = d.runs, min = 1 },
       { "--warmup", "N", "untimed runs first", type = "int", default = 1, min = 0 },
+      { "--warmup-ms", "MS", "then untimed runs for at least this long, before the profiled pass is timed and\n" ..
+        "before the timed runs (the GPU's clock rises under load; default: 300 on a GPU, 0 on a CPU device)",
+        type = "int", min = 0 },
       { "--profile-tokens", "N", "decode steps of the profiled pass", type = "int", default = 32, min = 1 },
       { "--no-profile", nil, "skip the profiled pass (gpu_ms_per_kernel is then {})" },
       { "--hint", "KEY=VALUE", "kernel/precision hint (see doppler run --show-hints)", repeat_ = true },
@@ -150,12 +154,28 @@ function M.run_once(s, smp, prompt, steps)
   return r
 end
 
--- GPU ms per kernel: the prompt (whole) and per decode step. Leaves the profiler off and the plans dropped.
-function M.profiled(s, smp, prompt, steps)
+-- Untimed runs of `steps` decode steps for at least `ms` milliseconds; returns how many. Why: a GPU that has
+-- idled runs at a low clock and raises it only under load, and the first timed pass of a process came after
+-- loading and recording alone: on the H200 one profiled pass read 4.76 GPU ms per token where the same model
+-- reads 1.19 (every kernel ~4x slower, docs/BENCHMARKS.md 45a, 45d; the H100 showed it in sessions 31 and
+-- 35), and doppler tune's candidates timed that way lost to the same plans timed later (45f).
+function M.warm_up(s, smp, prompt, steps, ms)
+  local runs, t_end = 0, doppler.clock() + ms / 1000
+  while doppler.clock() < t_end do
+    M.run_once(s, smp, prompt, steps)
+    runs = runs + 1
+  end
+  return runs
+end
+
+-- GPU ms per kernel: the prompt (whole) and per decode step, after `warmup_ms` of untimed runs (returned: how
+-- many). Leaves the profiler off and the plans dropped.
+function M.profiled(s, smp, prompt, steps, warmup_ms)
   local dev = s.dev
   dev:profile(true)
   s:drop_plans()
   M.run_once(s, smp, prompt, 1)        -- records every shape with timestamp queries
+  local warm = M.warm_up(s, smp, prompt, steps, warmup_ms or 0)
   profile.clear(dev)
   s:reset()
   s:feed(prompt)
@@ -167,7 +187,7 @@ function M.profiled(s, smp, prompt, steps)
   dev:profile(false)
   s:drop_plans()
   collectgarbage()
-  return pre, dec
+  return pre, dec, warm
 end
 
 local function sum(t)
@@ -232,13 +252,15 @@ function M.main(mode, argv)
   local load_s = doppler.clock() - t_load
   local caps = s.dev:caps()
   local prompt = M.prompt_ids(P, s.cfg)
+  if o.warmup_ms == nil then o.warmup_ms = caps.type == "cpu" and 0 or 300 end
 
-  local pre_ms, dec_ms = {}, {}
+  local pre_ms, dec_ms, profile_warm = {}, {}, nil
   if not o.no_profile and caps.timestamps then
-    pre_ms, dec_ms = M.profiled(s, smp, prompt, o.profile_tokens)
+    pre_ms, dec_ms, profile_warm = M.profiled(s, smp, prompt, o.profile_tokens, o.warmup_ms)
   end
   for _ = 1, o.warmup do M.run_once(s, smp, prompt, math.min(N, 2)) end
   if o.warmup == 0 then s:plan_for(1, false) end   -- at least the decode step is recorded before timing
+  local warm = M.warm_up(s, smp, prompt, N, o.warmup_ms)
 
   local base = {
     mode = mode, model = o.model, recipe = recipe.name, quant = profile.quant(s), device = caps.name,
@@ -248,6 +270,7 @@ function M.main(mode, argv)
     weights_bytes = s.weight_info.bytes, kv_bytes = s.kv_bytes, prefill_chunk = s.chunk,
     gpu_ms_per_kernel = dec_ms, gpu_ms_per_token = sum(dec_ms), prefill_gpu_ms_per_kernel = pre_ms,
     prefill_gpu_ms = sum(pre_ms), timestamps = caps.timestamps and not o.no_profile,
+    warmup_ms = o.warmup_ms, warmup_runs = warm, profile_warmup_runs = profile_warm,
   }
   local rows = {}
   for run = 1, o.runs do

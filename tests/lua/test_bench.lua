@@ -111,6 +111,33 @@ check.case("decode.lua: one JSON line per run with every key (gemma3-tiny)", fun
   end
 end)
 
+check.case("decode.lua --warmup-ms: untimed runs before the profiled pass is timed and before the timed runs " ..
+           "(none by default on a CPU device)", function()
+  local cpu = doppler.device():caps().type == "cpu"
+  local rows = bench("decode", { "--model", GEMMA, "--prompt-tokens", "4", "--tokens", "2", "--runs", "1",
+                                 "--profile-tokens", "2" })
+  local r = rows[1]
+  check.eq(r.warmup_ms, cpu and 0 or 300, "the default: 0 on a CPU device, 300 on a GPU")
+  if cpu then
+    check.eq(r.warmup_runs, 0, "no warm-up runs at 0 ms")
+    check.eq(r.profile_warmup_runs, 0, "none before the profiled pass either")
+  end
+  -- any positive time makes at least one run (the clock starts when the warm-up does)
+  r = bench("decode", { "--model", GEMMA, "--prompt-tokens", "4", "--tokens", "2", "--runs", "1",
+                        "--profile-tokens", "2", "--warmup-ms", "1" })[1]
+  check.eq(r.warmup_ms, 1, "--warmup-ms is reported")
+  check.truthy(r.warmup_runs >= 1, "untimed runs before the timed ones: " .. tostring(r.warmup_runs))
+  check.truthy(r.profile_warmup_runs >= 1, "untimed runs before the profiled pass is timed: " ..
+               tostring(r.profile_warmup_runs))
+  check_row(r, GEMMA, 4, 2)
+  r = bench("decode", { "--model", GEMMA, "--prompt-tokens", "4", "--tokens", "2", "--runs", "1", "--no-profile",
+                        "--warmup-ms", "1" })[1]
+  check.eq(r.profile_warmup_runs, nil, "--no-profile: no profiled pass to warm up for")
+  check.truthy(r.warmup_runs >= 1, "the timed runs still warm up")
+  local ok, _, e = check.run({ "recipes/bench/decode.lua", "--model", GEMMA, "--warmup-ms", "-1" })
+  check.truthy(not ok and e:match("%-%-warmup%-ms") ~= nil, "a negative --warmup-ms is refused, naming it")
+end)
+
 check.case("decode.lua --latencies: every decode step's ms, whose percentiles are p50 and p90", function()
   local rows = bench("decode", { "--model", GEMMA, "--prompt-tokens", "4", "--tokens", "6", "--runs", "1",
                                  "--no-profile", "--latencies" })
