@@ -247,13 +247,12 @@ local function main(argv)
     local cands = kn["for"] and kn["for"](c) or o.quick and kn.quick or (not o.quick and kn.full)
     if cands and (not kn.applies or kn.applies(c)) and not fixed[kn[1]] and (not only or only[kn[1]]) then
       -- the value it starts from (its default) is measured first, so that a winner must beat it (tune.pick)
-      local start, listed = h:get(kn[1]), false
-      for _, v in ipairs(cands) do listed = listed or tostring(v) == tostring(start) end
-      if not listed then
-        local with = { start }
-        for _, v in ipairs(cands) do with[#with + 1] = v end
-        cands = with
+      local start = h:get(kn[1])
+      local with = { start }
+      for _, v in ipairs(cands) do
+        if tostring(v) ~= tostring(start) then with[#with + 1] = v end
       end
+      cands = with
       local wall = kn.wall
       if type(wall) == "function" then wall = wall(c) end
       plan[#plan + 1] = { name = kn[1], cands = cands, reload = kn.reload, wall = wall }
