@@ -232,6 +232,53 @@ static uint32_t side_family(VkPhysicalDevice pd, uint32_t main)
     return side;
 }
 
+/* Queues asked of one family at most (DOPPLER_SIDE_QUEUE=F.I takes I < this). */
+#define MAX_SIDE_INDEX 16u
+
+/* DOPPLER_SIDE_QUEUE=F[.I] (dev->side_req_family, side_req_index) checked against the device's families. */
+static dp_status check_side_request(VkPhysicalDevice pd, const dp_device *dev, dp_err *err)
+{
+    uint32_t n = 0, f = dev->side_req_family, i = dev->side_req_index;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
+    VkQueueFamilyProperties *q = calloc(n ? n : 1, sizeof *q);
+    if (!q) return DP_FAIL(err, DP_ENOMEM, "out of host memory reading the queue families");
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
+    dp_status st = DP_OK;
+    if (f >= n)
+        st = DP_FAIL(err, DP_EINVAL, "DOPPLER_SIDE_QUEUE=%u.%u: the device has %u queue families", f, i, n);
+    else if (!(q[f].queueFlags & VK_QUEUE_COMPUTE_BIT))
+        st = DP_FAIL(err, DP_EINVAL, "DOPPLER_SIDE_QUEUE=%u.%u: queue family %u does not compute", f, i, f);
+    else if (f == dev->qfamily)   /* why: on the H200, with a second queue of the main family as the side queue,
+                                  ** no decode finished within 60 s (docs/BENCHMARKS.md 46f) */
+        st = DP_FAIL(err, DP_EINVAL, "DOPPLER_SIDE_QUEUE=%u.%u: family %u is the main queue's; the side queue must be "
+                     "of another family (DOPPLER_SIDE_QUEUE=main runs the side work on the main queue)", f, i, f);
+    else if (i >= q[f].queueCount || i >= MAX_SIDE_INDEX)
+        st = DP_FAIL(err, DP_EINVAL, "DOPPLER_SIDE_QUEUE=%u.%u: queue family %u has %u queues (at most %u used)", f, i, f,
+                     q[f].queueCount, MAX_SIDE_INDEX);
+    free(q);
+    return st;
+}
+
+/* DOPPLER_SIDE_QUEUE's value: "main", "F" or "F.I" (decimal); false for anything else. */
+static bool parse_side_queue(const char *v, dp_device *dev)
+{
+    dev->side_req_family = dev->side_req_index = UINT32_MAX;
+    if (!v || !*v) return true;
+    if (strcmp(v, "main") == 0) { dev->side_on_main = true; return true; }
+    char *end;
+    unsigned long f = strtoul(v, &end, 10), i = 0;
+    if (end == v || f > 255) return false;
+    if (*end == '.') {
+        const char *s = end + 1;
+        i = strtoul(s, &end, 10);
+        if (end == s || i > 255) return false;
+    }
+    if (*end) return false;
+    dev->side_req_family = (uint32_t)f;
+    dev->side_req_index = (uint32_t)i;
+    return true;
+}
+
 /* The f16 x f16 -> f32 subgroup shape of VK_NV_cooperative_matrix, preferring 16 x 16 x 16 (fewer, larger
 ** tiles per warp) over 16 x 8 x 16; false if the extension or such a shape is missing. The query is an
 ** instance-level extension command, so it goes through vkGetInstanceProcAddr. */
@@ -562,21 +609,34 @@ static dp_status create_device(dp_device *dev, dp_err *err)
 
     /* A second queue, of another family, for work beside the main queue's recordings (gpu/prefetch.c): its
     ** barriers do not wait for the other queue's work. side_on_main puts that work on the main queue instead,
-    ** one after the other (for tests on devices with one queue: it runs, it gains nothing). */
-    dev->side_family = dev->side_on_main ? dev->qfamily : side_family(pd, dev->qfamily);
-    float prio = 1.0f;
+    ** one after the other (for tests on devices with one queue: it runs, it gains nothing).
+    ** DOPPLER_SIDE_QUEUE=F[.I] names the queue (check_side_request: of another family). */
+    uint32_t side_index = 0;
+    if (dev->side_on_main) {
+        dev->side_family = dev->qfamily;
+    } else if (dev->side_req_family != UINT32_MAX) {
+        dp_status st = check_side_request(pd, dev, err);
+        if (st != DP_OK) return st;
+        dev->side_family = dev->side_req_family;
+        side_index = dev->side_req_index;
+    } else {
+        dev->side_family = side_family(pd, dev->qfamily);
+    }
+    float prio[MAX_SIDE_INDEX];
+    for (uint32_t i = 0; i < MAX_SIDE_INDEX; i++) prio[i] = 1.0f;
+    bool side_apart = dev->side_family != UINT32_MAX && dev->side_family != dev->qfamily;
     VkDeviceQueueCreateInfo qis[2] = {{
         .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
         .queueFamilyIndex = dev->qfamily,
         .queueCount = 1,
-        .pQueuePriorities = &prio,
+        .pQueuePriorities = prio,
     }, {
         .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
         .queueFamilyIndex = dev->side_family,
-        .queueCount = 1,
-        .pQueuePriorities = &prio,
+        .queueCount = side_index + 1,
+        .pQueuePriorities = prio,
     }};
-    uint32_t n_qi = dev->side_family != UINT32_MAX && dev->side_family != dev->qfamily ? 2 : 1;
+    uint32_t n_qi = side_apart ? 2 : 1;
     VkDeviceCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
         .pNext = &e2,
@@ -588,7 +648,7 @@ static dp_status create_device(dp_device *dev, dp_err *err)
     dp_status st = DP_VK(err, vkCreateDevice(pd, &ci, NULL, &dev->device));
     if (st != DP_OK) { dev->device = VK_NULL_HANDLE; return st; }
     vkGetDeviceQueue(dev->device, dev->qfamily, 0, &dev->queue);
-    if (dev->side_family != UINT32_MAX) vkGetDeviceQueue(dev->device, dev->side_family, 0, &dev->side_queue);
+    if (dev->side_family != UINT32_MAX) vkGetDeviceQueue(dev->device, dev->side_family, side_index, &dev->side_queue);
     if (dev->kernel_stats) {
         dev->get_executables = (PFN_vkGetPipelineExecutablePropertiesKHR)vkGetDeviceProcAddr(
             dev->device, "vkGetPipelineExecutablePropertiesKHR");
@@ -663,7 +723,11 @@ dp_status dp_device_open(const dp_device_opts *opts, dp_device **out, dp_err *er
     if (!dev) return DP_FAIL(err, DP_ENOMEM, "out of host memory opening a Vulkan device");
     dev->validation = o.validation || env_flag("DOPPLER_VALIDATION");
     const char *side = getenv("DOPPLER_SIDE_QUEUE");
-    dev->side_on_main = o.side_on_main || (side && strcmp(side, "main") == 0);
+    if (!parse_side_queue(side, dev)) {
+        free(dev);
+        return DP_FAIL(err, DP_EINVAL, "DOPPLER_SIDE_QUEUE=%s: expected main, FAMILY or FAMILY.INDEX (e.g. 2 or 0.1)", side);
+    }
+    dev->side_on_main = dev->side_on_main || o.side_on_main;
     dev->timeout_ms = o.timeout_ms;
     if (!dev->timeout_ms) {
         const char *t = getenv("DOPPLER_GPU_TIMEOUT_MS");

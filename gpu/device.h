@@ -96,7 +96,10 @@ typedef struct dp_device_opts {
     const char *cache_dir;    /* SPIR-V cache; NULL: $DOPPLER_CACHE_DIR, $XDG_CACHE_HOME/doppler, ~/.cache/doppler */
     const char *shaders_dir;  /* NULL: dp_home_dir()/shaders */
     bool        side_on_main; /* the side queue's work (gpu/prefetch.c) on the main queue, one after the other: for
-                              ** tests on devices with one queue (also: DOPPLER_SIDE_QUEUE=main) */
+                              ** tests on devices with one queue (also: DOPPLER_SIDE_QUEUE=main). DOPPLER_SIDE_QUEUE=F
+                              ** or F.I takes queue I (default 0) of queue family F, another than the main queue's,
+                              ** as the side queue instead of the first other compute family's first queue: to
+                              ** measure what the choice of queue does (docs/BENCHMARKS.md, 46f) */
 } dp_device_opts;
 
 /* Fills opts with the defaults above (index -1, everything else 0/NULL). */

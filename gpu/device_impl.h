@@ -20,6 +20,8 @@ struct dp_device {
     VkQueue                  side_queue;         /* a second queue (gpu/prefetch.c), or VK_NULL_HANDLE */
     uint32_t                 side_family;        /* its family (may be qfamily), or UINT32_MAX */
     bool                     side_on_main;       /* dp_device_opts.side_on_main */
+    uint32_t                 side_req_family;    /* DOPPLER_SIDE_QUEUE=F[.I]: the side queue asked for, or */
+    uint32_t                 side_req_index;     /* UINT32_MAX (side_family's choice, queue 0) */
     VkCommandPool            side_cmd_pool;
     struct dp_prefetch      *side_active;        /* whose side kernel runs now (gpu/prefetch.c), or NULL */
     struct dp_warmup        *warmup;             /* the clock warm-up (gpu/warmup.c), made at its first start */

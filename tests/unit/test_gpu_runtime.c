@@ -660,6 +660,44 @@ static void test_validation_messages_are_counted(void **state)
     dp_device_close(dev);
 }
 
+/* DOPPLER_SIDE_QUEUE=F[.I] names the side queue; a value that names no queue, a queue of the main family, or is
+** not of that form is refused with a message that says which. (Every device runs the refusals; a queue of
+** another family is taken on GPUs only: lavapipe has one family of one queue.) */
+static void open_side_queue(const char *value, dp_status want, const char *msg)
+{
+    setenv("DOPPLER_SIDE_QUEUE", value, 1);
+    dp_device *dev = NULL;
+    dp_err err = {0};
+    dp_status st = dp_device_open(NULL, &dev, &err);
+    unsetenv("DOPPLER_SIDE_QUEUE");
+    if (st != want) fail_msg("DOPPLER_SIDE_QUEUE=%s: status %d, expected %d (%s)", value, (int)st, (int)want, err.msg);
+    if (msg && !strstr(err.msg, msg)) fail_msg("DOPPLER_SIDE_QUEUE=%s: '%s' lacks '%s'", value, err.msg, msg);
+    dp_device_close(dev);
+}
+
+static void test_side_queue_env(void **state)
+{
+    (void)state;
+    dp_device *dev = NULL;
+    dp_err err = {0};
+    unsetenv("DOPPLER_SIDE_QUEUE");
+    DP_TEST_OK(dp_device_open(NULL, &dev, &err), &err);
+    uint32_t main_family = dp_device_vk_queue_family(dev);
+    dp_device_close(dev);
+    char v[32];
+    open_side_queue("main", DP_OK, NULL);
+    open_side_queue("x", DP_EINVAL, "expected main, FAMILY or FAMILY.INDEX");
+    open_side_queue("0.", DP_EINVAL, "expected main, FAMILY or FAMILY.INDEX");
+    open_side_queue("1.2.3", DP_EINVAL, "expected main, FAMILY or FAMILY.INDEX");
+    open_side_queue("200", DP_EINVAL, "queue families");
+    snprintf(v, sizeof v, "%u", main_family);
+    open_side_queue(v, DP_EINVAL, "is the main queue's");
+    snprintf(v, sizeof v, "%u.1", main_family);
+    open_side_queue(v, DP_EINVAL, "is the main queue's");
+    snprintf(v, sizeof v, "%u.99", main_family);
+    open_side_queue(v, DP_EINVAL, "is the main queue's");
+}
+
 /* In a child process: the loader is pointed at no driver. */
 static void test_no_device_message(void **state)
 {
@@ -702,6 +740,7 @@ int main(void)
         cmocka_unit_test(test_replay_indirect_update),
         cmocka_unit_test(test_profiler_counts),
         cmocka_unit_test(test_validation_messages_are_counted),
+        cmocka_unit_test(test_side_queue_env),
         cmocka_unit_test(test_no_device_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
