@@ -725,7 +725,7 @@ dp_status dp_device_open(const dp_device_opts *opts, dp_device **out, dp_err *er
     const char *side = getenv("DOPPLER_SIDE_QUEUE");
     if (!parse_side_queue(side, dev)) {
         free(dev);
-        return DP_FAIL(err, DP_EINVAL, "DOPPLER_SIDE_QUEUE=%s: expected main, FAMILY or FAMILY.INDEX (e.g. 2 or 0.1)", side);
+        return DP_FAIL(err, DP_EINVAL, "DOPPLER_SIDE_QUEUE=%s: expected main, FAMILY or FAMILY.INDEX (e.g. 2 or 2.1)", side);
     }
     dev->side_on_main = dev->side_on_main || o.side_on_main;
     dev->timeout_ms = o.timeout_ms;
