@@ -1,6 +1,7 @@
 -- Run 46e (session 39), the probe as run: which part of a process does the bimodal decode of Gemma 3 1B F16 with
 -- glu_down=on (46b-46d) come with? In one process: --sessions times, a session opened afresh (the weights uploaded
--- again, new buffers), 2 timed runs after a warm-up; then the plans dropped (a new recording, and so a new side
+-- again, into the slices the device's pool gives: most likely those the last session released), 2 timed runs
+-- after a warm-up; then the plans dropped (a new recording, and so a new side
 -- kernel on the second queue) and 2 more timed runs. One JSON line per session.
 --   doppler docs/bench-data/run46/46e_reload.lua --model DIR [--sessions 5] [--hint K=V]...
 package.path = "recipes/bench/?.lua;" .. package.path

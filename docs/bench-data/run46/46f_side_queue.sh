@@ -1,6 +1,6 @@
 #!/bin/bash
-# Run 46f (session 39): 46e kept each process's mode through 5 sessions (new weight buffers) and new recordings
-# (new side kernels), so what a process draws comes with its device: its queues. DOPPLER_SIDE_QUEUE=F.I (new)
+# Run 46f (session 39): 46e kept each process's mode through 5 sessions (weights uploaded again) and new recordings
+# (new side kernels), so what a process draws may come with its device: its queues. DOPPLER_SIDE_QUEUE=F.I (new)
 # takes queue I of family F as the side queue instead of the first other compute family's first queue (auto).
 # Gemma 3 1B F16 with glu_down=on (the bimodal case) for auto, 0.1 (a second queue of the main family) and 2.1,
 # 5 fresh processes each, alternating; then the Q4_K_M models (default hints) with auto and 0.1, 3 each.
