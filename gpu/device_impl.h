@@ -26,6 +26,7 @@ struct dp_device {
     struct dp_prefetch      *side_active;        /* whose side kernel runs now (gpu/prefetch.c), or NULL */
     struct dp_warmup        *warmup;             /* the clock warm-up (gpu/warmup.c), made at its first start */
     uint64_t                 side_submits;       /* of the submits, those on the side queue */
+    uint64_t                 pf_counts[3];       /* side kernels that have finished: stages, late, skipped (prefetch.c) */
     uint32_t                 qfamily;
     VkPhysicalDeviceMemoryProperties mem;
     dp_device_caps           caps;

@@ -21,7 +21,8 @@
 #define SECTOR 32u        /* what one load of the side kernel brings into L2 */
 #define CTL_QUIT 4160u    /* as in dp_prefetch.glsl */
 #define CTL_SINK 4224u
-#define CTL_WORDS (CTL_SINK + 64u)
+#define CTL_SEEN 4288u    /* the side kernel's counts: stages reached, late, skipped (dp_prefetch.glsl) */
+#define CTL_WORDS (CTL_SEEN + 3u * 64u)
 #define MAX_COPIES 64u
 #define MAX_LEAD 8u         /* stages: a layer's worth on every recipe here */
 
@@ -53,7 +54,7 @@ struct dp_prefetch {
 void dp_prefetch_opts_default(dp_prefetch_opts *o)
 {
     *o = (dp_prefetch_opts){.depth = 1, .light_lead = 0, .groups = 32, .wg = 256, .min_bytes = 256u << 10,
-                            .max_bytes = 24u << 20, .copies = 32};
+                            .max_bytes = 24u << 20, .copies = 32, .skip = DP_PREFETCH_SKIP_NONE};
 }
 
 static dp_status push(pf_list *l, uint64_t addr, uint64_t size, uint32_t stage, dp_err *err)
@@ -74,10 +75,11 @@ dp_status dp_prefetch_create(dp_device *dev, const dp_prefetch_opts *o, dp_prefe
     dp_status st;
     *out = NULL;
     if (o->depth == 0 || o->depth > MAX_LEAD || o->light_lead > MAX_LEAD || o->groups == 0 || o->wg == 0 ||
-        o->wg > dev->caps.max_wg_invocations || o->copies == 0 || o->copies > MAX_COPIES || o->min_bytes > o->max_bytes)
+        o->wg > dev->caps.max_wg_invocations || o->copies == 0 || o->copies > MAX_COPIES || o->min_bytes > o->max_bytes ||
+        o->skip > DP_PREFETCH_SKIP_BEGUN)
         return DP_FAIL(err, DP_EINVAL, "side prefetch: depth %u (1..%u), light_lead %u (0..%u), groups %u, wg %u, "
-                       "copies %u (1..%u), bytes %llu..%llu: out of range", o->depth, MAX_LEAD, o->light_lead, MAX_LEAD,
-                       o->groups, o->wg, o->copies, MAX_COPIES,
+                       "copies %u (1..%u), skip %u (0..2), bytes %llu..%llu: out of range", o->depth, MAX_LEAD,
+                       o->light_lead, MAX_LEAD, o->groups, o->wg, o->copies, MAX_COPIES, o->skip,
                        (unsigned long long)o->min_bytes, (unsigned long long)o->max_bytes);
     if (!dev->side_queue || dp_side_mem_type(dev) == UINT32_MAX) return DP_OK;
     dp_prefetch *pf = calloc(1, sizeof *pf);
@@ -86,8 +88,8 @@ dp_status dp_prefetch_create(dp_device *dev, const dp_prefetch_opts *o, dp_prefe
     pf->o = *o;
     dp_kconst sc[] = {{"WG", o->copies}};
     dp_kernel_desc sd = {.file = "loop/prefetch_signal.comp", .constants = sc, .n_constants = 1};
-    dp_kconst kc[] = {{"WG", o->wg}, {"COPIES", o->copies}};
-    dp_kernel_desc kd = {.file = "loop/prefetch.comp", .constants = kc, .n_constants = 2};
+    dp_kconst kc[] = {{"WG", o->wg}, {"COPIES", o->copies}, {"SKIP", o->skip}};
+    dp_kernel_desc kd = {.file = "loop/prefetch.comp", .constants = kc, .n_constants = 3};
     if ((st = dp_kernel_get(dev, &sd, &pf->signal, err)) != DP_OK) goto fail;
     if ((st = dp_kernel_get(dev, &kd, &pf->side, err)) != DP_OK) goto fail;
     if ((st = dp_side_mem_alloc(dev, CTL_WORDS * 4, &pf->ctl, err)) != DP_OK) goto fail;
@@ -108,6 +110,27 @@ fail:
     return st;
 }
 
+/* The side kernel's counts, in memory the host sees: CTL_SEEN + 64 k for k = stages, late, skipped. */
+static uint32_t ctl_count(const dp_prefetch *pf, uint32_t k)
+{
+    return ((const volatile uint32_t *)pf->ctl.map)[CTL_SEEN + 64u * k];
+}
+
+/* A side kernel has finished: its counts go to the device's (the next launch zeroes the control words). */
+static void collect(dp_prefetch *pf)
+{
+    for (uint32_t k = 0; k < 3; k++) pf->dev->pf_counts[k] += ctl_count(pf, k);
+}
+
+void dp_prefetch_get_counts(const dp_device *dev, dp_prefetch_counts *out)
+{
+    uint64_t c[3] = {dev->pf_counts[0], dev->pf_counts[1], dev->pf_counts[2]};
+    const dp_prefetch *pf = dev->side_active;
+    if (pf && pf->running)   /* the running kernel's counts so far (read while it may add to them) */
+        for (uint32_t k = 0; k < 3; k++) c[k] += ctl_count(pf, k);
+    *out = (dp_prefetch_counts){.stages = c[0], .late = c[1], .skipped = c[2]};
+}
+
 /* Tells the side kernel to leave and waits for it. */
 static dp_status stop(dp_prefetch *pf, dp_err *err)
 {
@@ -125,6 +148,7 @@ static dp_status stop(dp_prefetch *pf, dp_err *err)
                        dev->timeout_ms);
     dp_status st = DP_VK(err, r);
     if (st != DP_OK) return st;
+    collect(pf);
     return DP_VK(err, vkResetFences(dev->device, 1, &pf->fence));
 }
 
@@ -308,6 +332,7 @@ static dp_status reap(dp_prefetch *pf, dp_err *err)
     if (st != DP_OK) return st;
     pf->running = false;
     if (pf->dev->side_active == pf) pf->dev->side_active = NULL;
+    collect(pf);
     return DP_VK(err, vkResetFences(pf->dev->device, 1, &pf->fence));
 }
 

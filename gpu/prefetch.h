@@ -38,9 +38,20 @@ typedef struct dp_prefetch_opts {
     uint64_t min_bytes;   /* ranges smaller than this are not weights worth reading ahead */
     uint64_t max_bytes;   /* nor larger ones (they would not stay in L2) */
     uint32_t copies;      /* progress words the side workgroups poll (spread over L2's slices), 1..64 */
+    uint32_t skip;        /* stages not read when the side kernel reaches them: 0 none, 1 those the main queue has
+                          ** finished, 2 those it has begun (DP_PREFETCH_SKIP_*) */
 } dp_prefetch_opts;
 
-/* depth 1, light_lead 0, 32 workgroups of 256, ranges of 256 KiB to 24 MiB, 32 copies (docs/BENCHMARKS.md,
+enum { DP_PREFETCH_SKIP_NONE = 0, DP_PREFETCH_SKIP_FINISHED = 1, DP_PREFETCH_SKIP_BEGUN = 2 };
+
+/* What the side kernels of dev have found (since the device opened, the running one's so far included): the stages
+** with weights they reached, those the main queue had already finished by then (they were late), and those they
+** skipped (opts.skip). */
+typedef struct dp_prefetch_counts {
+    uint64_t stages, late, skipped;
+} dp_prefetch_counts;
+
+/* depth 1, light_lead 0, 32 workgroups of 256, ranges of 256 KiB to 24 MiB, 32 copies, skip 0 (docs/BENCHMARKS.md,
 ** session 20). A light stage is one with no weights to read ahead (attention, a norm): its kernels leave DRAM
 ** idle, so reads that start there compete with nothing; light_lead lets stage j's reads start at the last
 ** light stage up to light_lead stages before it (and never later than depth says). */
@@ -69,6 +80,8 @@ dp_status dp_prefetch_before_run(dp_device *dev, dp_prefetch *pf, bool replay, d
 /* The last finished recording's schedule: stages, weight ranges (0 ranges: no side kernel runs), and stages whose
 ** reads start earlier than depth says (light_lead). */
 void      dp_prefetch_schedule_size(const dp_prefetch *pf, uint64_t *stages, uint64_t *ranges, uint64_t *led);
+/* dev's counts (dp_prefetch_counts above). */
+void      dp_prefetch_get_counts(const dp_device *dev, dp_prefetch_counts *out);
 /* Stops whichever side kernel runs on dev (before device memory is freed: it may be reading it). */
 void      dp_prefetch_quiesce(dp_device *dev);
 /* Stops pf's side kernel if it runs (the next dp_prefetch_before_run of a replay starts it at count 0). */

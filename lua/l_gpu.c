@@ -25,6 +25,7 @@
 #include "gpu/kernel.h"
 #include "gpu/pipeline_cache.h"
 #include "gpu/pool.h"
+#include "gpu/prefetch.h"
 #include "gpu/profiler.h"
 #include "gpu/recorder.h"
 #include "gpu/tensor.h"
@@ -238,6 +239,19 @@ static int device_submits(lua_State *L)
 static int device_side_submits(lua_State *L)
 {
     lua_pushinteger(L, (lua_Integer)dp_device_side_submit_count(dp_lua_check_device(L, 1)->dev));
+    return 1;
+}
+
+/* dev:prefetch_counts() -> { stages =, late =, skipped = }: what the side prefetcher's kernels have found since
+** the device opened (gpu/prefetch.h, dp_prefetch_counts). */
+static int device_prefetch_counts(lua_State *L)
+{
+    dp_prefetch_counts c;
+    dp_prefetch_get_counts(dp_lua_check_device(L, 1)->dev, &c);
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, (lua_Integer)c.stages), lua_setfield(L, -2, "stages");
+    lua_pushinteger(L, (lua_Integer)c.late), lua_setfield(L, -2, "late");
+    lua_pushinteger(L, (lua_Integer)c.skipped), lua_setfield(L, -2, "skipped");
     return 1;
 }
 
@@ -738,7 +752,7 @@ static uint64_t prefetch_field(lua_State *L, int t, const char *name, uint64_t d
     return v;
 }
 
-/* dev:recorder([{ prefetch = { depth, light_lead, groups, wg, min_kb, max_mb, copies } }]): with prefetch, a
+/* dev:recorder([{ prefetch = { depth, light_lead, groups, wg, min_kb, max_mb, copies, skip } }]): with prefetch, a
 ** replay reads the weights of each stage ahead of it on the device's side queue, where it has one (gpu/prefetch.h). */
 static int device_recorder(lua_State *L)
 {
@@ -758,6 +772,7 @@ static int device_recorder(lua_State *L)
             po.min_bytes = prefetch_field(L, t, "min_kb", po.min_bytes >> 10) << 10;
             po.max_bytes = prefetch_field(L, t, "max_mb", po.max_bytes >> 20) << 20;
             po.copies = (uint32_t)prefetch_field(L, t, "copies", po.copies);
+            po.skip = (uint32_t)prefetch_field(L, t, "skip", po.skip);
         } else if (!lua_isnil(L, -1)) {
             return luaL_error(L, "recorder: prefetch must be a table");
         }
@@ -972,6 +987,7 @@ void dp_lua_register_gpu(lua_State *L, int module)
         {"tensor", device_tensor},       {"kernel", device_kernel},     {"recorder", device_recorder},
         {"caps", device_caps},           {"pool_stats", device_pool_stats}, {"profile", device_profile},
         {"submits", device_submits},     {"side_submits", device_side_submits},
+        {"prefetch_counts", device_prefetch_counts},
         {"warmup_start", device_warmup_start}, {"warmup_stop", device_warmup_stop},
         {"warmup_stats", device_warmup_stats}, {"pipeline_cache", device_pipeline_cache},
         {"kernel_times", device_kernel_times},

@@ -97,6 +97,8 @@ M.known.prefetch_lead = { kind = "int", choices = { 0, 1, 2, 3, 4 }, default = 0
                         doc = "side prefetch: a stage's weights may be read from the last light stage (no weights of its own, such as attention) up to this many stages before it, where DRAM is otherwise idle and the bytes from there fit prefetch_max_mb (0: 3; 1: never earlier than prefetch_depth; docs/BENCHMARKS.md 43c)" }
 M.known.prefetch_max_mb = { kind = "int", choices = { 0, 8, 16, 24, 32, 48, 64 }, default = 0,
                         doc = "side prefetch: largest weight range read ahead, in MiB (0: 24; larger ones, such as a head, would not stay in L2)" }
+M.known.prefetch_skip = { values = { "off", "finished", "begun" }, default = "off",
+                        doc = "side prefetch: stages whose weights the side kernel does not read when it reaches them late: none (off), those the main queue has finished (their weights will not be read again this run), or those it has begun; the device's counts (dev:prefetch_counts) say how many were late (docs/BENCHMARKS.md, session 39)" }
 M.known.prefetch_min_kb = { kind = "int", choices = { 0, 1, 16, 64, 256, 1024 }, default = 0,
                         doc = "side prefetch: smallest weight range read ahead, in KiB (0: 256)" }
 M.known.gemm_cm_bk = { kind = "int", choices = { 0, 32, 64, 128 }, default = 0,

@@ -126,9 +126,10 @@ function M.side_prefetch(dev, env, T)
   -- prefetch_lead 0: 3 stages, which on Gemma 3 1B Q4_K_M moves the fused MLP's reads to the attention before o
   -- and q/k/v's to the attention of the layer before (H100: 1.02x, docs/BENCHMARKS.md 43c); where a layer's
   -- weights are larger than prefetch_max_mb (F16 models, Llama's MLP) the schedule stays as at 1
+  local skip = ({ off = 0, finished = 1, begun = 2 })[hints.prefetch_skip or "off"]
   return { prefetch = { groups = given("prefetch_groups"), wg = given("prefetch_wg"), max_mb = given("prefetch_max_mb"),
                         min_kb = given("prefetch_min_kb"), depth = given("prefetch_depth"),
-                        light_lead = given("prefetch_lead") or 3 } }
+                        light_lead = given("prefetch_lead") or 3, skip = skip } }
 end
 
 function M.context(dev, plan, env)
