@@ -150,6 +150,7 @@ function M.run_once(s, smp, prompt, steps)
   if steps > 0 then
     local d = profile.delta(b, c, steps)
     r.submits_per_token, r.readback_per_token, r.upload_per_token = d.submits, d.readback_bytes, d.upload_bytes
+    r.prefetch = { stages = d.prefetch_stages, late = d.prefetch_late, skipped = d.prefetch_skipped }
   end
   return r
 end
@@ -289,6 +290,10 @@ function M.main(mode, argv)
     row.submits_per_token = r.submits_per_token
     row.readback_bytes_per_token = r.readback_per_token
     row.upload_bytes_per_token = r.upload_per_token
+    if r.prefetch then
+      row.prefetch_stages_per_token, row.prefetch_late_per_token = r.prefetch.stages, r.prefetch.late
+      row.prefetch_skipped_per_token = r.prefetch.skipped
+    end
     row.prefill_submits = r.prefill_submits
     row.peak_vram_bytes = profile.memory(s.dev).peak_bytes
     row.vram_held_bytes = profile.memory(s.dev).held_bytes

@@ -56,6 +56,12 @@ local function check_row(row, model, P, N)
   -- the ids only, also in the GPU-resident loop (decode_chunk = 16): its out ring is read up to the ids
   -- emitted, never its state words (the bench ignores stop ids, so no end marker is read)
   check.near(row.readback_bytes_per_token, 4, 1e-9, "readback bytes per token (the ids only)")
+  -- the side prefetcher's counts per step: numbers, late and skipped ones among those reached
+  for _, k in ipairs({ "prefetch_stages_per_token", "prefetch_late_per_token", "prefetch_skipped_per_token" }) do
+    check.truthy(type(row[k]) == "number" and row[k] >= 0, ("%s = %s, want a number >= 0"):format(k, tostring(row[k])))
+  end
+  check.truthy(row.prefetch_late_per_token <= row.prefetch_stages_per_token, "late stages are among those reached")
+  check.truthy(row.prefetch_skipped_per_token <= row.prefetch_stages_per_token, "skipped stages are among those reached")
   check.truthy(row.peak_vram_bytes >= row.weights_bytes + row.kv_bytes, "peak VRAM covers weights and KV cache")
   check.truthy(type(row.gpu_ms_per_kernel) == "table", "gpu_ms_per_kernel is an object")
   if row.timestamps then

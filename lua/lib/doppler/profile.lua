@@ -21,16 +21,20 @@ Tracker.__index = Tracker
 function M.snapshot(s)
   return {
     t = doppler.clock(), submits = s.dev:submits(), readback = s.readback_bytes or 0,
-    upload = s.upload_bytes or 0, passes = s.passes or 0, pos = s.pos,
+    upload = s.upload_bytes or 0, passes = s.passes or 0, pos = s.pos, prefetch = s.dev:prefetch_counts(),
   }
 end
 
--- b - a, per `per` units (tokens): submits, readback_bytes, upload_bytes, passes, seconds.
+-- b - a, per `per` units (tokens): submits, readback_bytes, upload_bytes, passes, seconds, and the side
+-- prefetcher's stages reached, late and skipped (gpu/prefetch.h; a running side kernel's so far).
 function M.delta(a, b, per)
   per = (per and per > 0) and per or 1
+  local pa, pb = a.prefetch, b.prefetch
   return {
     seconds = b.t - a.t, submits = (b.submits - a.submits) / per, readback_bytes = (b.readback - a.readback) / per,
     upload_bytes = (b.upload - a.upload) / per, passes = (b.passes - a.passes) / per, tokens = b.pos - a.pos,
+    prefetch_stages = (pb.stages - pa.stages) / per, prefetch_late = (pb.late - pa.late) / per,
+    prefetch_skipped = (pb.skipped - pa.skipped) / per,
   }
 end
 
