@@ -3,7 +3,8 @@
 # H200 since; the name is kept for the run scripts that call it), run on the lent GPU machine
 # from a checkout carrying build-h100/ (cmake -DDOPPLER_STATIC_DEPS=ON -DCMAKE_BUILD_TYPE=Release) and .gl/
 # (the Vulkan loader debs). Results go to $OUT (JSON lines). Stages: STAGES="f16 llama quant" by default;
-# also attn (f16 with the basic attention kernels, for comparison) and q4km (Q4_K_M, fused path only).
+# also attn (f16 with the basic attention kernels, for comparison), q4km (Q4_K_M, fused path only) and late (the
+# side prefetcher's late stages and hint prefetch_skip on Gemma 3 1B F16 with glu_down=on; session 39).
 # The loader, doppler's environment and the synthetic models (`model`): scripts/device/env.sh.
 set -u
 . scripts/device/env.sh
@@ -77,6 +78,24 @@ for l in open(sys.argv[1]):
         d = json.loads(l)
         print(d["label"], d["model"].split("/")[-1], d["mode"], d["quant"], "decode %.1f prefill %.0f ttft %.1f submits %.3f readback %.2f" % (
             d["decode_tok_s"] or 0, d["prefill_tok_s"], d["ttft_ms"], d["submits_per_token"], d["readback_bytes_per_token"]))
+PY
+      ;;
+    late)   # is the side kernel late in the processes that decode slower with it? (docs/BENCHMARKS.md, session 39:
+            # Gemma 3 1B F16 with glu_down=on drew ~750 or ~708 tok/s per process); each prefetch_skip setting in
+            # PROCS (5) fresh processes, alternating, with the side kernels' counts per step
+      for i in $(seq ${PROCS:-5}); do
+        for k in off finished begun; do
+          timeout 60 $B recipes/bench/decode.lua --model $G --prompt-tokens 32 --tokens 128 --runs 2 --no-profile \
+            --hint glu_down=on --hint prefetch_skip=$k --label "late skip=$k" >>"$OUT/late.jsonl" 2>>"$OUT/err.txt"
+        done
+      done
+      python3 - "$OUT/late.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        print(d["label"], "run %d decode %.1f stages/tok %.2f late/tok %.2f skipped/tok %.2f" % (d["run"], d["decode_tok_s"],
+              d["prefetch_stages_per_token"], d["prefetch_late_per_token"], d["prefetch_skipped_per_token"]))
 PY
       ;;
     attn) bench gemma1b-f16-attn-basic $G --hint attention_decode=basic --hint attention_prefill=basic ;;
