@@ -42,7 +42,7 @@ local spec = {
   epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_multi_rows, gemv_q_wg, gemv_q_rows, gemv_q_unroll,\n" ..
            "gemv_q_x, q_matmul, q_matmul_head, q_matmul_glu, lm_head_groups, glu_down, glu_down_rows,\n" ..
            "attention_heads, attention_splits, attention_min_chunk, attention_unroll, side_prefetch,\n" ..
-           "prefetch_groups, prefetch_lead, prefetch_max_mb, prefetch_skip, decode_chunk (and q_layout for quantised models:\n" ..
+           "prefetch_groups, prefetch_lead, prefetch_max_mb, decode_chunk (and q_layout for quantised models:\n" ..
            "reloads the weights).",
 }
 
@@ -105,8 +105,8 @@ local KNOBS = {
   { "prefetch_groups", full = { 0, 16, 48, 64 }, wall = true, applies = function(c) return c.side_queue end },
   { "prefetch_lead", full = { 0, 1, 2 }, wall = true, applies = function(c) return c.side_queue end },
   { "prefetch_max_mb", full = { 0, 48 }, wall = true, applies = function(c) return c.side_queue end },
-  -- stages the side kernel reaches late, not read (docs/BENCHMARKS.md, session 39: not yet measured on a GPU)
-  { "prefetch_skip", full = { "off", "finished", "begun" }, wall = true, applies = function(c) return c.side_queue end },
+  -- not prefetch_skip: on the H200 the side kernel never reached a stage late (docs/BENCHMARKS.md 47a), so its
+  -- candidates would only spend the tune's time on decodes that skip nothing
   { "decode_chunk", full = { 1, 8, 16, 32 }, quick = { 1, 16 }, wall = true },
 }
 
