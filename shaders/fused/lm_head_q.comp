@@ -7,7 +7,8 @@
 // dqu_cluster_sum and the clusters in order, as gemv_q.comp does. Keep lmh_row_partial in step with gemv_q's
 // loop: tests/lua/test_lm_head_fusion.lua compares the ids and logits with the unfused kernels' bit for bit.
 // Dispatch: as lm_head.comp. Push: the same members, w being the blocks (U16In), plus w_row_blocks.
-// Spec constants: WG, ROWS, GW, NL, KMAX, and TICKET (DP_LMH_QUEUE: team blocks per ticket). Shared memory:
+// Spec constants: WG, ROWS, GW, NL, KMAX, and TICKET, MAXT (DP_LMH_QUEUE: team blocks per ticket, most tickets
+//   per workgroup). Shared memory:
 //   4 * KMAX + 16 * WG bytes, + (16 * planes + 16) * ceil(KMAX / 16) with DP_XQ8 (lower.lm_head_q_shared).
 // Defines: the weight type DP_Q_* and its layout DP_LAYOUT_COL | DP_LAYOUT_FLAT, DP_ACT_F16,
 //   DP_NW_F16 | DP_NW_BF16, DP_LMH_LOGITS, DP_LMH_SAMPLE, DP_LMH_QUEUE (below), and DP_XQ8 with DP_XQ8_PLANES
@@ -23,7 +24,11 @@
 //   four on 32 SMs, and the head took 0.182 ms per token against 0.141 without them (docs/BENCHMARKS.md 41a). From a
 //   queue the late workgroups find less left, the tail is one ticket, and the head took 0.143 (41b). Rows,
 //   sums and the candidate rule are unchanged, and the candidates' order is strict, so the id does not depend
-//   on who took which rows.
+//   on who took which rows. MAXT (spec constant, 0 = no bound) caps the tickets one workgroup takes; the
+//   lowering then dispatches at least (tickets in all) / MAXT workgroups, so the queue still ends empty: each
+//   workgroup takes MAXT tickets unless the queue ran out first. Why: on a CPU device the workgroups that run
+//   first would otherwise take every ticket, and llvmpipe ends all of an invocation's loops once they have run
+//   65535 iterations together (lower.lua, CPU_LOOP_ELEMS).
 // Why DP_XQ8 pays here more than in any plain gemv_q: x is staged once per workgroup, after the norm, and
 //   serves every row block of the workgroup (hundreds of rows), while the dot products of 16 codes with x
 //   become 4 packed integer dot products per plane instead of ~5 instructions per code.
@@ -51,6 +56,7 @@ const uint TPR = GW / ROWS;               // threads per row (gemv_q.comp's TPR)
 shared float red[TEAMS * GW];             // [TEAMS][GW / cluster]: gemv_q.comp's red per team
 #ifdef DP_LMH_QUEUE
 layout(constant_id = 5) const uint TICKET = 2;   // team blocks per ticket
+layout(constant_id = 6) const uint MAXT = 0;     // most tickets per workgroup, 0: no bound (header)
 shared uint lmh_ticket;                      // the workgroup's current ticket: its first row block
 #endif
 
@@ -129,9 +135,12 @@ void main()
     uint bi = LMH_NO_ID;
 #ifdef DP_LMH_QUEUE
     uint start = lmh_ticket;
+    uint taken = 1u;
     while (start < nb) {   // uniform: start comes from shared memory
-        uint next = 0u;
-        if (gl_LocalInvocationID.x == 0u) next = atomicAdd(p.queue.v[0], TICKET * TEAMS);   // used after the rows
+        uint next = nb;    // past the end: this workgroup's last ticket
+        if (gl_LocalInvocationID.x == 0u && (MAXT == 0u || taken < MAXT))
+            next = atomicAdd(p.queue.v[0], TICKET * TEAMS);   // used after the rows
+        ++taken;
         const uint end = min(start + TICKET * TEAMS, nb);
         for (uint base = start; base < end; base += TEAMS) lmh_block(base, step, bv, bi);
         if (gl_LocalInvocationID.x == 0u) lmh_ticket = next;

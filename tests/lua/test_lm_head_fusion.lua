@@ -383,8 +383,12 @@ check.case("lm_head_q's queue: every row once per replay, the queue reset by eac
   end
   local nan = {}
   for i = 1, c.N do nan[i] = 0 / 0 end
+  local cpu = dev:caps().type == "cpu"
+  local auto = run(c, true, true)
+  check.eq(defines(auto):find("DP_LMH_QUEUE", 1, true) ~= nil, not cpu, "auto: the queue on a GPU, fixed shares on a CPU device")
+  c.hints.lm_head_queue = "on"
   local r = run(c, true, true)
-  check.truthy(defines(r):find("DP_LMH_QUEUE", 1, true), "auto: the head takes its rows from the queue")
+  check.truthy(defines(r):find("DP_LMH_QUEUE", 1, true), "lm_head_queue=on: the head takes its rows from the queue")
   for rep = 1, 3 do
     r.plan:output("logits"):upload(nan)
     r.plan:run()
@@ -396,6 +400,24 @@ check.case("lm_head_q's queue: every row once per replay, the queue reset by eac
   check.truthy(not defines(off):find("DP_LMH_QUEUE", 1, true), "lm_head_queue=off: fixed shares")
   same_logits(off.logits, "lm_head_queue=off")
   check.eq(off.next, plain.next, "lm_head_queue=off: the unfused id")
+end)
+
+-- Heads past llvmpipe's loop limit (lower.cpu_loop_blocks): asked for one workgroup, the f16 head (K = 640)
+-- and the Q8_0 head (K = 512) gave wrong logits on lavapipe from row ~10,500 / ~11,500 on before the rule
+-- (their workgroups' invocations looped past 65535 iterations, and llvmpipe ended their loops). With the rule
+-- every logit must be the unfused one bit for bit, with fixed shares and with the queue (its ticket bound),
+-- and on a CPU device the dispatch has more workgroups than asked for.
+check.case("heads of 12,000-14,000 rows in one workgroup asked: every logit the unfused one (llvmpipe's loop limit)", function()
+  local cpu = dev:caps().type == "cpu"
+  for _, cf in ipairs({ { "f16", 640, 12000, {} }, { "q8_0", 512, 14000, { lm_head_queue = "off" } },
+                        { "q8_0", 512, 14000, { lm_head_queue = "on", lm_head_ticket = 1 } } }) do
+    local hs = { lm_head_groups = 1 }
+    if cf[1] ~= "f16" then hs.q_matmul, hs.gemv_q_x = "fused", "act" end
+    for k, v in pairs(cf[4]) do hs[k] = v end
+    local c = { act = "f32", w_dtype = cf[1], K = cf[2], N = cf[3], hints = hs }
+    local _, fused = case(c)   -- the ids, and with kept logits every logit bit for bit
+    if cpu then check.truthy(head_groups(fused) > 1, cf[1] .. ": more workgroups than the one asked for") end
+  end
 end)
 
 check.case("quantised head with int8 x (gemv_q_x q8x2, q8): fused/lm_head_q.comp = gemv_q's DP_XQ8", function()

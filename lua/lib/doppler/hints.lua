@@ -114,9 +114,9 @@ M.known.attention_prefill_cm_split = { kind = "int", choices = { 0, 1, 2, 4, 8 }
 M.known.attention_prefill_cm_keys = { kind = "int", choices = { 0, 16, 32, 64 }, default = 0,
                         doc = "flash prefill on cooperative matrices: keys per tile (0: 16)" }
 M.known.lm_head_groups = { kind = "int", min = 0, default = 0,
-                        doc = "fused final norm + LM head + argmax (fusion lm_head): most workgroups (0: 1024; 16 on a CPU device)" }
+                        doc = "fused final norm + LM head + argmax (fusion lm_head): most workgroups (0: 1024; 16 on a CPU device, raised there to what keeps each invocation's loops under llvmpipe's limit, lower.cpu_loop_blocks)" }
 M.known.lm_head_queue = { values = { "auto", "on", "off" }, default = "auto",
-                        doc = "quantised LM head (fused/lm_head_q.comp): workgroups take their row blocks from a queue instead of fixed shares, so that workgroups starting late (fewer resident than dispatched) find less left; auto = on (docs/BENCHMARKS.md 41a, 41b)" }
+                        doc = "quantised LM head (fused/lm_head_q.comp): workgroups take their row blocks from a queue instead of fixed shares, so that workgroups starting late (fewer resident than dispatched) find less left; auto = on for a GPU, off on a CPU device (docs/BENCHMARKS.md 41a, 41b)" }
 M.known.lm_head_ticket = { kind = "int", choices = { 0, 1, 2, 4, 8, 16 }, default = 0,
                         doc = "quantised LM head with lm_head_queue: row blocks per team taken from the queue at a time (0: 2)" }
 M.known.glu_down_wg = { kind = "int", choices = { 0, 64, 128, 256, 512, 1024 }, default = 0,

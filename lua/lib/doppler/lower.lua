@@ -1688,6 +1688,21 @@ end
 -- keeps the best (value, index); argmax_final.comp picks the id from the gx pairs.
 M.LM_HEAD_MAX_K = 4096      -- the normalised row lives in shared memory (4 * K bytes)
 
+-- llvmpipe (lavapipe) ends every loop of an invocation once the loops of that invocation have run 65535
+-- iterations together (Mesa's gallivm, LP_MAX_TGSI_LOOP_ITERATIONS: one counter per invocation, decremented at
+-- every loop's back edge and never reset), and the kernel then goes on with whatever its sums hold: no error.
+-- A kernel whose invocations loop over work that grows with the model must bound it on a CPU device. The unit
+-- is what an invocation of a GEMV-like loop reads per row block: `elems` weight elements; it may take
+-- CPU_LOOP_ELEMS of them in all. Measured on lavapipe with the fused LM head in one workgroup (8 lanes per row):
+-- the f16 head (K = 640: 80 elements per row block) went wrong from row 10,528 on (~105,000 elements per
+-- invocation) and the Q8_0 head (K = 512) from row 11,456 (~92,000); 16,384 leaves a margin of ~5x
+-- (tests/lua/test_lm_head_fusion.lua runs heads past the old limit). Returns the row blocks one invocation
+-- may take (at least 1).
+local CPU_LOOP_ELEMS = 16384
+function M.cpu_loop_blocks(elems)
+  return math.max(1, CPU_LOOP_ELEMS // math.max(1, elems))
+end
+
 R.lm_head = function(ctx, n)
   local x, wn, w, n_ctx = n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]
   local K, N = x.bshape[#x.bshape], w.bshape[1]
@@ -1740,17 +1755,36 @@ R.lm_head = function(ctx, n)
   local cap = hints.lm_head_groups or 0
   if cap == 0 then cap = on_cpu(ctx) and 16 or 1024 end
   local gx = math.min(ceil_div(nb, teams), cap, WG_MAX_GROUPS)
+  -- the quantised head takes its row blocks from a queue (DP_LMH_QUEUE, lm_head_q.comp: a late workgroup
+  -- finds less left instead of running a whole share alone; docs/BENCHMARKS.md 41a, 41b); hint lm_head_queue,
+  -- whose auto is on for a GPU and off on a CPU device (there no workgroup runs a wave late)
+  local qmode = hints.lm_head_queue or "auto"
+  if qmode == "auto" then qmode = on_cpu(ctx) and "off" or "on" end
+  local queue = qdef and qmode ~= "off"
+  local ticket = (hints.lm_head_ticket or 0) > 0 and hints.lm_head_ticket or 2
+  -- On a CPU device no invocation may run more than cpu_head_blocks row blocks (M.cpu_loop_blocks): at least
+  -- that many workgroups, whatever lm_head_groups says, and a ticket bound for the queue (MAXT).
+  local maxt = 0
+  if on_cpu(ctx) then
+    local per_wg = M.cpu_loop_blocks(ceil_div(K, gw // rows)) * teams          -- row blocks a workgroup may take
+    if queue then
+      maxt = math.max(1, per_wg // (ticket * teams))
+      per_wg = maxt * ticket * teams
+    end
+    gx = math.min(math.max(gx, ceil_div(nb, per_wg)), WG_MAX_GROUPS)
+    if gx * per_wg < nb then
+      Graph.fail("lm_head at %s: %d rows of %d need more than %d workgroups on %s", n.where, N, K, WG_MAX_GROUPS,
+                 ctx.dev:caps().name)
+    end
+  end
   local pv = ctx.dev:tensor { dtype = "f32", shape = { gx } }
   local pi = ctx.dev:tensor { dtype = "u32", shape = { gx } }
   ctx.plan.owned[#ctx.plan.owned + 1] = pv
   ctx.plan.owned[#ctx.plan.owned + 1] = pi
-  -- the quantised head takes its row blocks from a queue (DP_LMH_QUEUE, lm_head_q.comp: a late workgroup
-  -- finds less left instead of running a whole share alone; docs/BENCHMARKS.md 41a, 41b); hint lm_head_queue
-  local queue = qdef and (hints.lm_head_queue or "auto") ~= "off"
   local consts = { WG = wg, ROWS = rows, GW = gw, NL = nl, KMAX = K }
   if queue then
     defs[#defs + 1] = "DP_LMH_QUEUE"
-    consts.TICKET = (hints.lm_head_ticket or 0) > 0 and hints.lm_head_ticket or 2
+    consts.TICKET, consts.MAXT = ticket, maxt
   end
   local k = ctx.kernel(qdef and "fused/lm_head_q.comp" or "fused/lm_head.comp", ctx.defines(defs), consts)
   local push = {
