@@ -11,7 +11,11 @@
 //   keeps an online softmax (running max m, sum l, output o[dims] in registers) updated once per tile.
 // Masked keys (outside a row's window or after its position) get weight 0 exactly.
 // The loops over a lane's dims and a tile's keys carry DP_UNROLL (spec-constant bounds): unrolled, the q, o
-// and score arrays stay in registers (H100, Gemma 3 1B 512-token prefill: 4.78 -> 4.34 ms).
+// and score arrays stay in registers (H100, Gemma 3 1B 512-token prefill: 4.78 -> 4.34 ms). The innermost two
+// (a key's dims in the score, a tile's keys in the output sum) and the shuffle loop are [[unroll]] on a CPU
+// device too: rolled there, an invocation ran ~74 loop iterations per key at head_dim 256 and llvmpipe ended
+// its loops past ~900 keys (65535 in all; docs/ARCHITECTURE.md), unrolled ~9 (~8,000 keys), and lavapipe ran
+// the kernel faster.
 // Shared memory: 2 * BC * D * KV bytes (lower.lua keeps it <= 16 KiB: lavapipe has 32 KiB).
 // Dispatch: (ceil(T * G / BR), n_kv_heads, 1).
 // Push:  q (ACT [T, n_q_heads, D], read)  k, v (ACT [T, n_kv_heads, D], read)
@@ -152,8 +156,8 @@ void main()
         float bmax = NEG;
         DP_UNROLL for (uint c = 0u; c < BC; c++) {
             float acc = 0.0;
-            DP_UNROLL for (uint i = 0u; i < DPL; i++) acc += qr[i] * float(k_s[c * D + ln + LANES * i]);
-            DP_UNROLL for (uint off = LANES / 2u; off > 0u; off >>= 1) acc += subgroupShuffleXor(acc, off);
+            [[unroll]] for (uint i = 0u; i < DPL; i++) acc += qr[i] * float(k_s[c * D + ln + LANES * i]);
+            [[unroll]] for (uint off = LANES / 2u; off > 0u; off >>= 1) acc += subgroupShuffleXor(acc, off);
             uint j = jt + c;
             bool vis = live && j >= lo && j <= qp;
             acc *= p.scale;
@@ -172,7 +176,7 @@ void main()
             m = mn;
             DP_UNROLL for (uint i = 0u; i < DPL; i++) {
                 float acc = oa[i] * a;
-                DP_UNROLL for (uint c = 0u; c < BC; c++) acc += s[c] * float(v_s[c * D + ln + LANES * i]);
+                [[unroll]] for (uint c = 0u; c < BC; c++) acc += s[c] * float(v_s[c * D + ln + LANES * i]);
                 oa[i] = acc;
             }
         }

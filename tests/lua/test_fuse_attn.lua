@@ -230,7 +230,7 @@ local function attention_chunks(names, groups)
   return n
 end
 
-check.case("attention_splits: 256 / (kv heads x T) chunks on a GPU, 1 on a CPU device; several chunks, same logits", function()
+check.case("attention_splits: 256 / (kv heads x T) chunks on a GPU, 1 on a CPU device (more past its loop bound); several chunks, same logits", function()
   local lower = require "doppler.lower"
   local function on(kind) return { dev = { caps = function() return { type = kind } end } } end
   -- Gemma 3 1B: 1 kv head, one token, a 4096-key cache, chunks of at least 8 keys
@@ -240,6 +240,14 @@ check.case("attention_splits: 256 / (kv heads x T) chunks on a GPU, 1 on a CPU d
   check.eq(lower.attention_decode_chunks(on("discrete"), {}, 1, 1, 100, 8), 13, "GPU: no more chunks than keys / 8")
   check.eq(lower.attention_decode_chunks(on("cpu"), {}, 1, 1, 4096, 8), 1, "CPU device: one chunk")
   check.eq(lower.attention_decode_chunks(on("cpu"), { attention_splits = 16 }, 1, 1, 4096, 8), 16, "the hint wins")
+  -- a CPU device with its bound on a chunk's keys (cpu_keys, llvmpipe's loop limit): at least ceil(keys / it)
+  check.eq(lower.attention_decode_chunks(on("cpu"), {}, 1, 1, 4096, 8, 1000), 5, "CPU device: 4096 keys in chunks of <= 1000")
+  check.eq(lower.attention_decode_chunks(on("cpu"), {}, 1, 1, 900, 8, 1000), 1, "CPU device: 900 keys, one chunk")
+  check.eq(lower.attention_decode_chunks(on("cpu"), { attention_splits = 2 }, 1, 1, 4096, 8, 1000), 5,
+           "CPU device: a hint below the bound is raised")
+  check.eq(lower.attention_decode_chunks(on("discrete"), {}, 1, 1, 4096, 8, 1000), 64, "GPU: no bound")
+  local ok, err = pcall(lower.attention_decode_chunks, on("cpu"), {}, 1, 1, 70000, 8, 1000)
+  check.truthy(not ok and tostring(err):find("loop limit", 1, true), "more than 64 chunks: refused: " .. tostring(err))
   -- on this device: the auto plan against several chunks per query (the merge, and chunks past the keys
   -- written so far), in whole-model steps; context 64 with 8 keys per chunk holds at most 8 chunks
   local auto, ka, _, _, ga = steps("gemma3-tiny", { precision = "f32" })

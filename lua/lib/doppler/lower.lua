@@ -465,6 +465,35 @@ local CPU_ROWS, HEAD_WG, HEAD_ROWS = 8, 128, 8
 -- Is the device a CPU (caps.type "cpu": lavapipe)? Its kernel defaults differ (docs/ARCHITECTURE.md).
 local function on_cpu(ctx) return ctx.dev:caps().type == "cpu" end
 
+-- llvmpipe (lavapipe) ends every loop of an invocation once the loops of that invocation have run 65535
+-- iterations together (Mesa's gallivm, LP_MAX_TGSI_LOOP_ITERATIONS: one counter per invocation, decremented at
+-- every loop's back edge and never reset), and the kernel then goes on with whatever its sums hold: no error.
+-- A kernel whose invocations loop over work that grows with the model must bound it on a CPU device: its
+-- invocations may run CPU_LOOP_BUDGET (a quarter of the limit) loop iterations by an estimate per kernel, and
+-- cpu_loop_blocks(per) is how many units of `per` estimated iterations that allows (at least 1). The fused LM
+-- head counts one per weight element an invocation reads (`elems` per row block): on lavapipe with the head in
+-- one workgroup (8 lanes per row) the f16 head (K = 640: 80 elements per row block) went wrong from row 10,528
+-- on (~105,000 elements per invocation) and the Q8_0 head (K = 512) from row 11,456 (~92,000), so the bound
+-- is ~5x below them (tests/lua/test_lm_head_fusion.lua runs heads past the old limit).
+local CPU_LOOP_BUDGET = 16384
+function M.cpu_loop_blocks(elems)
+  return math.max(1, CPU_LOOP_BUDGET // math.max(1, elems))
+end
+
+-- The attention kernels' keys per invocation on a CPU device, by the same budget: an invocation's loops run
+-- ~5 + D / LANES / 8 iterations per key in attention_prefill.comp (its innermost loops unrolled on every
+-- device) and ~5 + D / LK in attention_decode.comp (f16 caches on lavapipe through lower's auto variants:
+-- the prefill kernel went wrong past ~8,000 keys at D = 256 and ~12,000 at D = 64, ~900 and ~2,500 with those
+-- loops rolled; the decode kernel with one chunk past ~2,200 and ~6,000; test_attention_long runs both past
+-- the old limits). So on a CPU device attention_decode takes chunks of at most cpu_decode_keys keys, and a
+-- prefill whose queries may see more than cpu_prefill_keys keys goes to attention_decode too (its chunks
+-- split the keys; the prefill kernel walks all of a row's keys in one invocation).
+-- The basic kernel (attention.comp: a workgroup of 128 per (token, q head), a key per invocation and block)
+-- runs ~1 + 2 D / 128 per key: it went wrong past ~14,000 keys at D = 256.
+function M.cpu_prefill_keys(D, lanes) return M.cpu_loop_blocks(5 + D // lanes // 8) end
+function M.cpu_decode_keys(D, lk) return M.cpu_loop_blocks(5 + D // lk) end
+function M.cpu_basic_keys(D) return M.cpu_loop_blocks(1 + 2 * D // 128) end
+
 -- Every GEMV's workgroup and rows on a CPU device: CPU_ROWS rows of one subgroup-wide vector of lanes each.
 local function cpu_gemv(ctx) return CPU_ROWS * math.max(1, ctx.dev:caps().subgroup_size or 1), CPU_ROWS end
 
@@ -932,14 +961,40 @@ M.attention_decode_variant = decode_variant   -- tests check the auto rule on fa
 -- (Gemma-shaped GGUF fixture, f32, 56 tokens one at a time) attention_decode took 581 ms with 64 chunks and
 -- 138 ms with 1 (docs/BENCHMARKS.md, session 16). The tests still run several chunks end to end on lavapipe
 -- through the hint (tests/lua/test_fuse_attn.lua), and the kernel tests run the merge directly.
-local function decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk)
+-- cpu_keys (a CPU device): the most keys a chunk may hold there (M.cpu_decode_keys), so that no invocation
+-- runs past llvmpipe's loop limit: at least ceil(max_keys / cpu_keys) chunks, whatever the hint says, and an
+-- error where that is more than ATTN_MAX_CHUNKS.
+local function decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk, cpu_keys)
   local splits = hints.attention_splits or 0
   if splits == 0 then
     splits = on_cpu(ctx) and 1 or math.max(1, 256 // (Hkv * T))
   end
-  return math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
+  local n = math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
+  if on_cpu(ctx) and cpu_keys then
+    local need = ceil_div(max_keys, cpu_keys)
+    if need > ATTN_MAX_CHUNKS or min_chunk > cpu_keys then
+      Graph.fail("attention: %d keys (the context or window) need %d chunks of at most %d keys on a CPU device " ..
+                 "(llvmpipe's loop limit; attention_min_chunk %d), more than the %d attention_decode merges: " ..
+                 "use a shorter context (hint context)", max_keys, need, cpu_keys, min_chunk, ATTN_MAX_CHUNKS)
+    end
+    n = math.max(n, need)
+  end
+  return n
 end
 M.attention_decode_chunks = decode_chunks
+
+-- attention_decode's least keys per chunk (hint attention_min_chunk): one round of the workgroup (each cluster
+-- reads UK keys at once), so short contexts take few workgroups and the merge reads few partials; on a CPU
+-- device without an attention_splits hint, the most its loop bound allows (M.cpu_decode_keys), so that a
+-- context within it stays one chunk (the chunk count cpu_keys forces is for the longest context: on
+-- lavapipe, Gemma 3 270M at 700 positions decoded at 0.78 tok/s with 10 short chunks per global layer and
+-- 0.88 with one).
+local function decode_min_chunk(ctx, hints, D, wg, lk, uk)
+  local m = hints.attention_min_chunk or 0
+  if m ~= 0 then return m end
+  if on_cpu(ctx) and (hints.attention_splits or 0) == 0 then return M.cpu_decode_keys(D, lk) end
+  return (wg // lk) * uk
+end
 
 -- ---- attention_rope (fusions.lua): rope_kv's work in attention_decode's dispatch (DP_ROPE_QK) --------------
 -- n.inputs: q, k, v (the projections, unrotated), pos, kc, vc, inv_freq[, qw, kw]; n.attrs.rope = { norm, eps,
@@ -970,9 +1025,8 @@ local function attention_rope(ctx, n)
   local window = n.attrs.window or 0
   local max_keys = (window > 0) and math.min(window, cap) or cap
   local lk, wg, uk, G, gs = decode_variant(ctx, D, vec, Hq // Hkv, hints, nl)
-  local min_chunk = hints.attention_min_chunk or 0
-  if min_chunk == 0 then min_chunk = (wg // lk) * uk end
-  local n_chunks = decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk)
+  local min_chunk = decode_min_chunk(ctx, hints, D, wg, lk, uk)
+  local n_chunks = decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk, M.cpu_decode_keys(D, lk))
   local consts = { WG = wg, D = D, G = G, GS = gs, LK = lk, UK = uk, MINC = min_chunk, ROT = 2 * freq.bshape[1],
                    NL = nl }
   if rope.norm then consts.EPS, consts.WOFF = rope.eps, rope.offset end
@@ -1054,19 +1108,40 @@ R.attention = function(ctx, n)
   local decode = T <= ATTN_DECODE_MAX_T
   local mode = decode and (hints.attention_decode or "auto") or (hints.attention_prefill or "auto")
   local sg = subgroup_size(ctx)
-  if mode == "basic" or not fast_ok then
+  -- keys a query can see: the window, or the whole cache for global layers
+  local max_keys = (window > 0) and math.min(window, cap) or cap
+  local lanes = hints.attention_prefill_lanes or 0
+  -- auto: 8 dims per lane (H100, Gemma 3 1B 512-token prefill: 32 lanes 4.78 ms against 8 lanes 6.20; a row's
+  -- keys are walked serially, so more lanes per row is more parallel work in flight)
+  if lanes == 0 then   -- the largest power of two <= min(subgroup, D / 8) that divides D
+    lanes = 1
+    while lanes * 2 <= math.min(sg, D // 8) and D % (lanes * 2) == 0 do lanes = lanes * 2 end
+  end
+  -- A CPU device: a prefill whose queries may see more keys than attention_prefill's invocations can walk
+  -- under llvmpipe's loop limit (M.cpu_prefill_keys) runs attention_decode, whose chunks split the keys;
+  -- `flash` asked for there is an error, and so is the basic kernel past its own bound.
+  if not decode and fast_ok and on_cpu(ctx) and mode ~= "basic" and max_keys > M.cpu_prefill_keys(D, lanes) then
+    if mode == "flash" then
+      Graph.fail("hint attention_prefill=flash: attention at %s sees up to %d keys, more than its kernel walks " ..
+                 "on a CPU device (%d: llvmpipe's loop limit); use auto", n.where, max_keys,
+                 M.cpu_prefill_keys(D, lanes))
+    end
+    decode, mode = true, hints.attention_decode or "auto"
+  end
+  local basic = mode == "basic" or not fast_ok
+  if basic and on_cpu(ctx) and max_keys > M.cpu_basic_keys(D) then
+    Graph.fail("attention at %s: the basic kernel (head_dim %d, or hint attention_%s=basic) cannot walk %d keys " ..
+               "on a CPU device (%d: llvmpipe's loop limit); use a shorter context (hint context)", n.where, D,
+               decode and "decode" or "prefill", max_keys, M.cpu_basic_keys(D))
+  end
+  if basic then
     push.o, push.head_dim = ctx.t(n), D
     local ka = ctx.kernel("attention/attention.comp", ctx.defines(kvdef), { WG = 128 })
     ctx.dispatch(ka, Hq, T, 1, push)
   elseif decode then
-    -- keys a query can see: the window, or the whole cache for global layers
-    local max_keys = (window > 0) and math.min(window, cap) or cap
     local lk, wg, uk, G, gs = decode_variant(ctx, D, vec, Hq // Hkv, hints)
-    -- auto: a chunk is one round of the workgroup (each cluster reads UK keys at once), so short contexts
-    -- take few workgroups and the merge reads few partials
-    local min_chunk = hints.attention_min_chunk or 0
-    if min_chunk == 0 then min_chunk = (wg // lk) * uk end
-    local n_chunks = decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk)
+    local min_chunk = decode_min_chunk(ctx, hints, D, wg, lk, uk)
+    local n_chunks = decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk, M.cpu_decode_keys(D, lk))
     push.part_o = attn_scratch(ctx, T * Hq * n_chunks * D)
     push.part_ml = attn_scratch(ctx, T * Hq * n_chunks * 2)
     push.counter = zeroed_counters(ctx, "attention_counter", T * Hkv * gs)
@@ -1086,15 +1161,9 @@ R.attention = function(ctx, n)
       Graph.fail("hint attention_prefill=coopmat: attention at %s cannot use attention_prefill_cm: %s", n.where,
                  attention_cm_refusal(ctx, n, kv_f16, D, hints))
     end
-    -- rows = (token, q head) pairs of one kv head; LANES lanes per row, BR rows per workgroup; K/V tiles
-    -- of BC keys in shared memory (2 * BC * D * KV bytes <= 16 KiB)
-    local lanes = hints.attention_prefill_lanes or 0
-    -- auto: 8 dims per lane (H100, Gemma 3 1B 512-token prefill: 32 lanes 4.78 ms against 8 lanes 6.20; a row's
-    -- keys are walked serially, so more lanes per row is more parallel work in flight)
-    if lanes == 0 then   -- the largest power of two <= min(subgroup, D / 8) that divides D
-      lanes = 1
-      while lanes * 2 <= math.min(sg, D // 8) and D % (lanes * 2) == 0 do lanes = lanes * 2 end
-    elseif lanes > sg or D % lanes ~= 0 then
+    -- rows = (token, q head) pairs of one kv head; LANES lanes per row (above), BR rows per workgroup; K/V
+    -- tiles of BC keys in shared memory (2 * BC * D * KV bytes <= 16 KiB)
+    if lanes > sg or D % lanes ~= 0 then
       Graph.fail("hint attention_prefill_lanes=%d: must be <= the subgroup size (%d) and divide head_dim %d", lanes, sg, D)
     end
     local br = hints.attention_prefill_rows or 0
@@ -1687,21 +1756,6 @@ end
 -- workgroup normalises x itself, then computes its rows' logits exactly as the unfused kernels would (the same rmsnorm layout, the same GEMV parameters, softcap's formula) and
 -- keeps the best (value, index); argmax_final.comp picks the id from the gx pairs.
 M.LM_HEAD_MAX_K = 4096      -- the normalised row lives in shared memory (4 * K bytes)
-
--- llvmpipe (lavapipe) ends every loop of an invocation once the loops of that invocation have run 65535
--- iterations together (Mesa's gallivm, LP_MAX_TGSI_LOOP_ITERATIONS: one counter per invocation, decremented at
--- every loop's back edge and never reset), and the kernel then goes on with whatever its sums hold: no error.
--- A kernel whose invocations loop over work that grows with the model must bound it on a CPU device. The unit
--- is what an invocation of a GEMV-like loop reads per row block: `elems` weight elements; it may take
--- CPU_LOOP_ELEMS of them in all. Measured on lavapipe with the fused LM head in one workgroup (8 lanes per row):
--- the f16 head (K = 640: 80 elements per row block) went wrong from row 10,528 on (~105,000 elements per
--- invocation) and the Q8_0 head (K = 512) from row 11,456 (~92,000); 16,384 leaves a margin of ~5x
--- (tests/lua/test_lm_head_fusion.lua runs heads past the old limit). Returns the row blocks one invocation
--- may take (at least 1).
-local CPU_LOOP_ELEMS = 16384
-function M.cpu_loop_blocks(elems)
-  return math.max(1, CPU_LOOP_ELEMS // math.max(1, elems))
-end
 
 R.lm_head = function(ctx, n)
   local x, wn, w, n_ctx = n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]
