@@ -14,8 +14,8 @@
 // and score arrays stay in registers (H100, Gemma 3 1B 512-token prefill: 4.78 -> 4.34 ms). The innermost two
 // (a key's dims in the score, a tile's keys in the output sum) and the shuffle loop are [[unroll]] on a CPU
 // device too: rolled there, an invocation ran ~74 loop iterations per key at head_dim 256 and llvmpipe ended
-// its loops past ~900 keys (65535 in all; docs/ARCHITECTURE.md), unrolled ~9 (~8,000 keys), and lavapipe ran
-// the kernel faster.
+// its loops past ~900 keys (65535 in all; docs/ARCHITECTURE.md), unrolled ~9 (~8,000 keys), at no cost worth
+// a number in lavapipe's compile or run time.
 // Shared memory: 2 * BC * D * KV bytes (lower.lua keeps it <= 16 KiB: lavapipe has 32 KiB).
 // Dispatch: (ceil(T * G / BR), n_kv_heads, 1).
 // Push:  q (ACT [T, n_q_heads, D], read)  k, v (ACT [T, n_kv_heads, D], read)
