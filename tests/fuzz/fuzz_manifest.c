@@ -13,10 +13,24 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The most lines the text can have as YAML counts them (libyaml reports the pairs' lines): a line break is
+** LF, CR (CR LF counts once there, twice here: an upper bound), and YAML 1.1's NEL (U+0085), LS (U+2028) and
+** PS (U+2029) in UTF-8. */
+static size_t yaml_lines(const char *text, size_t len)
+{
+    const unsigned char *t = (const unsigned char *)text;
+    size_t lines = 1;
+    for (size_t i = 0; i < len; i++) {
+        if (t[i] == '\n' || t[i] == '\r') lines++;
+        else if (t[i] == 0xC2 && i + 1 < len && t[i + 1] == 0x85) lines++;
+        else if (t[i] == 0xE2 && i + 2 < len && t[i + 1] == 0x80 && (t[i + 2] == 0xA8 || t[i + 2] == 0xA9)) lines++;
+    }
+    return lines;
+}
+
 static void check_pairs(const dp_manifest_pair *p, size_t n, const char *text, size_t len)
 {
-    size_t lines = 1;
-    for (size_t i = 0; i < len; i++) lines += text[i] == '\n' || text[i] == '\r';
+    const size_t lines = yaml_lines(text, len);
     for (size_t i = 0; i < n; i++) {
         if (!p[i].key || !p[i].value || p[i].line < 1 || (size_t)p[i].line > lines) abort();
         for (size_t j = 0; j < i; j++)
