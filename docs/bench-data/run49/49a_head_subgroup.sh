@@ -5,14 +5,17 @@
 # the head's time: at Gemma 3 1B's Q8_0 head ~2.45 TB/s and Llama 3.2 1B's Q6_K head ~1.5 TB/s (48a profiles),
 # two barriers per row block keep a workgroup's subgroups in step. Also runs test_attention_long (session 42's
 # CPU-device bounds leave a GPU's kernels as they were; the cases check them here).
-# Phase 1 (PHASE=1): models, tests, one profiled process per setting. Phase 2 (PHASE=2): 4 rounds of fresh
-# processes that alternate.
-# On the lent GPU machine: PHASE=1 bash docs/bench-data/run49/49a_head_subgroup.sh; then PHASE=2.
+# One call: models, one profiled process per setting, then 3 rounds of fresh processes that alternate; with
+# TESTS=1 first test_lm_head_fusion and test_attention_long on the GPU; MODELS=llama (or gemma) for one model.
+# On the lent GPU machine, with 49a_head_subgroup_experiment.diff applied to the working tree:
+#   [TESTS=1] [MODELS=llama] bash docs/bench-data/run49/49a_head_subgroup.sh
+# Ran on the nvidia-h100-x1 (README): Llama 1.005x, Gemma 0.974x; not built.
 . scripts/device/env.sh
 export DOPPLER_GPU_TIMEOUT_MS=20000
 t0=$(date +%s)
-GQ=$(model gemma-q4_k_m); LQ=$(model llama-q4_k_m)
-echo "phase ${PHASE:-1} models $(( $(date +%s) - t0 )) s" >> $OUT/49a_summary.txt
+MS=""   # MODELS="gemma llama" (default) or one of them
+for f in ${MODELS:-gemma llama}; do MS="$MS $(model $f-q4_k_m)"; done
+echo "models $(( $(date +%s) - t0 )) s" >> $OUT/49a_summary.txt
 D="recipes/bench/decode.lua --prompt-tokens 32 --tokens 128 --runs 2"
 run() {  # pass model setting
   local pass=$1 m=$2 v=$3 extra=--no-profile
@@ -20,15 +23,14 @@ run() {  # pass model setting
   timeout 60 $B $D $extra --model $m --hint lm_head_queue=$v \
     --label "$(basename $m) $v $pass" >> $OUT/49a_decode.jsonl 2>> $OUT/49a_err.txt
 }
-if [ "${PHASE:-1}" = 1 ]; then
+if [ "${TESTS:-0}" = 1 ]; then
   for t in test_lm_head_fusion test_attention_long; do
     timeout 240 $B tests/lua/$t.lua > $OUT/49a_$t.txt 2>&1; echo "$t rc $?" >> $OUT/49a_summary.txt
     tail -1 $OUT/49a_$t.txt >> $OUT/49a_summary.txt
   done
-  for m in $GQ $LQ; do for v in on subgroup; do run p $m $v; done; done
-else
-  for i in 1 2 3 4; do for m in $GQ $LQ; do for v in on subgroup; do run $i $m $v; done; done; done
 fi
+for m in $MS; do for v in on subgroup; do run p $m $v; done; done
+for i in 1 2 3; do for m in $MS; do for v in on subgroup; do run $i $m $v; done; done; done
 python3 - "$OUT" >> $OUT/49a_summary.txt <<'PY'
 import json, sys, collections, statistics
 tok = collections.defaultdict(list); prof = {}
