@@ -985,10 +985,9 @@ M.attention_decode_chunks = decode_chunks
 
 -- attention_decode's least keys per chunk (hint attention_min_chunk): one round of the workgroup (each cluster
 -- reads UK keys at once), so short contexts take few workgroups and the merge reads few partials; on a CPU
--- device without an attention_splits hint, the most its loop bound allows (M.cpu_decode_keys), so that a
--- context within it stays one chunk (the chunk count cpu_keys forces is for the longest context: on
--- lavapipe, Gemma 3 270M at 700 positions decoded at 0.78 tok/s with 10 short chunks per global layer and
--- 0.88 with one).
+-- device without an attention_splits hint, the most its loop bound allows (M.cpu_decode_keys): the chunk
+-- count cpu_keys forces is for the longest context, and with long chunks a context within the bound stays
+-- one chunk, as before the bound (a split gains nothing there, above).
 local function decode_min_chunk(ctx, hints, D, wg, lk, uk)
   local m = hints.attention_min_chunk or 0
   if m ~= 0 then return m end
@@ -1816,8 +1815,9 @@ R.lm_head = function(ctx, n)
   if qmode == "auto" then qmode = on_cpu(ctx) and "off" or "on" end
   local queue = qdef and qmode ~= "off"
   local ticket = (hints.lm_head_ticket or 0) > 0 and hints.lm_head_ticket or 2
-  -- On a CPU device no invocation may run more than cpu_head_blocks row blocks (M.cpu_loop_blocks): at least
-  -- that many workgroups, whatever lm_head_groups says, and a ticket bound for the queue (MAXT).
+  -- On a CPU device no invocation may take more row blocks than M.cpu_loop_blocks allows for its K / TPR
+  -- elements each: at least the workgroups that needs, whatever lm_head_groups says, and a ticket bound for
+  -- the queue (MAXT).
   local maxt = 0
   if on_cpu(ctx) then
     local per_wg = M.cpu_loop_blocks(ceil_div(K, gw // rows)) * teams          -- row blocks a workgroup may take
