@@ -1,6 +1,6 @@
 /*
 ** core/sample.h: the sampling reference — how doppler turns one logits row into a token id. The GPU
-** sampler (shaders/sample/, lowered by lua/lib/doppler/lower.lua) computes the very same id:
+** sampler (shaders/sample/, lowered by lua/lib/doppler/lower/sample.lua) computes the very same id:
 ** every step below uses only f32 operations that IEEE and Vulkan round alike (+, -, *, compares;
 ** exp and log are our own polynomials, dp_sample_exp / dp_sample_log), so the two agree bit for bit
 ** on finite normal logits. docs/SAMPLING.md explains the choices.

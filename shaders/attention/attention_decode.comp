@@ -9,7 +9,7 @@
 //   a workgroup per (head group, chunk, token) computes for each of its G q heads (a group: GS groups share
 //   one kv head, so G * GS = n_q_heads / n_kv_heads; GS = 1 reads K and V once for all the kv head's q heads,
 //   GS > 1 reads them once per group, from L2, and spreads the heads' arithmetic over GS times more
-//   workgroups: lower.lua's auto takes G = 1, docs/BENCHMARKS.md 21d) the chunk's partial softmax:
+//   workgroups: lower/attention.lua's auto takes G = 1, docs/BENCHMARKS.md 21d) the chunk's partial softmax:
 //     m = max_j s_j,  l = sum_j exp(s_j - m),  ov[:] = sum_j exp(s_j - m) V_j[:]
 //   with one chunk (nc = 1) it writes o = ov / l directly; otherwise it stores the partial and the LAST
 //   workgroup of its (head group, token) to finish merges all nc partials:
@@ -29,7 +29,7 @@
 // it issues the loads of every (m, l) pair of its heads (to shared memory) and of its output elements'
 // partials of up to MB chunks (to registers) together, derives each chunk's weight in shared memory, and
 // sums each output element's partials in chunk order (more than MB chunks: MB further loads at a time).
-// Variants (lower.lua picks them per head_dim, hints attention_lanes / attention_wg / attention_unroll
+// Variants (lower/attention.lua picks them per head_dim, hints attention_lanes / attention_wg / attention_unroll
 // override): LK, WG and UK.
 // Dispatch: (n_groups = n_kv_heads * GS, n_chunks, n_tokens); group x holds q heads x * G .. x * G + G - 1.
 // Push:  q (ACT [T, n_q_heads, D], read)  k, v (ACT [T, n_kv_heads, D], read)
@@ -38,7 +38,7 @@
 //        counter (u32 [T * n_groups], read-write, zero between dispatches)
 //        n_tokens, n_q_heads, n_kv_heads, cap, window, scale, softcap, q_stride, kv_stride (as attention.comp),
 //        n_chunks (<= MAX_CHUNKS = 64), min_chunk (>= 1)
-// Spec:  WG  workgroup size, a multiple of LK (default 128); UK  key rows per cluster per round (default 4; lower.lua picks 2)
+// Spec:  WG  workgroup size, a multiple of LK (default 128); UK  key rows per cluster per round (default 4; lower/attention.lua picks 2)
 //        D   head_dim (default 256); G  q heads per workgroup (default 1); GS  workgroups per kv head (default 1)
 //        LK  lanes per key row: a power of two <= the subgroup size, D / LK a multiple of VEC (8 with
 //            DP_KV_F16, else 4); the host picks min(subgroup size, D / VEC) unless a hint says otherwise
@@ -168,7 +168,7 @@ const uint NVL = EPL / VEC;   // vectors per lane
 const uint NCL = WG / LK;     // clusters per workgroup
 const float NEG = -3.0e38;    // "no key yet": exp(NEG - s) = 0 for any finite score
 
-const uint MAX_CHUNKS = 64u;  // lower.lua caps n_chunks here: the merge keeps every chunk's (m, l) in shared memory
+const uint MAX_CHUNKS = 64u;  // lower/attention.lua caps n_chunks here: the merge keeps every chunk's (m, l) in shared memory
 const uint MB = 16u;          // chunks whose partials the merge loads in one batch
 const uint EPT = (G * D + WG - 1u) / WG;   // output elements per invocation in the merge
 

@@ -16,7 +16,7 @@
 // device too: rolled there, an invocation ran ~74 loop iterations per key at head_dim 256 and llvmpipe ended
 // its loops past ~900 keys (65535 in all; docs/ARCHITECTURE.md), unrolled ~9 (~8,000 keys), at no cost worth
 // a number in lavapipe's compile or run time.
-// Shared memory: 2 * BC * D * KV bytes (lower.lua keeps it <= 16 KiB: lavapipe has 32 KiB).
+// Shared memory: 2 * BC * D * KV bytes (lower/attention.lua keeps it <= 16 KiB: lavapipe has 32 KiB).
 // Dispatch: (ceil(T * G / BR), n_kv_heads, 1).
 // Push:  q (ACT [T, n_q_heads, D], read)  k, v (ACT [T, n_kv_heads, D], read)
 //        kc, vc (KV [n_kv_heads, cap, D], read)  pos (u32 [T], read)  o (ACT [T, n_q_heads, D], write)

@@ -19,7 +19,7 @@
 // attention_prefill.comp up to order. P enters the tensor cores as f16 (a relative rounding of at most
 // 2^-11 per weight, so an output moves by at most 2^-11 * max |v| beyond the f32 kernel) while l sums the
 // unrounded f32 weights. tests/lua/test_attention_cm.lua bounds it.
-// Needs (lower.lua checks, else attention_prefill.comp runs): f16 activations and KV, subgroup size 32, a
+// Needs (lower/attention.lua checks, else attention_prefill.comp runs): f16 activations and KV, subgroup size 32, a
 // 16 x 16 x 16 f16 shape, D a multiple of 16 * SPLIT. Lavapipe has no cooperative matrices: the test runs on
 // the H100.
 // Shared memory: (2 * BC + 0) * (D + 8) * 2 (K, V tiles; the Q tile reuses K's) + SPLIT * 16 * BC * 4 (S)

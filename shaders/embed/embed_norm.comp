@@ -13,7 +13,7 @@
 // the lookup, on the critical path (~4-5 us on the H100, docs/BENCHMARKS.md session 23).
 // An id >= rows yields a zero row, as in gather.comp.
 //
-// Dispatch: rmsnorm.comp's for T rows of C (lower.lua norm_layout): (gx, gy, 1), ROWS rows per workgroup,
+// Dispatch: rmsnorm.comp's for T rows of C (lower/base.lua, norm_layout): (gx, gy, 1), ROWS rows per workgroup,
 //   row (x + 65535 y) * ROWS + r.
 // Push (by name): ids U32 [T]; table W [rows, C] (or blocks, DP_TABLE_Q); x ACT [T, C] (write); w NW [C];
 //   y ACT [T, C] (write: h); T, C, rows (the table's); scale; row_blocks (DP_TABLE_Q: gather_q.comp's; 0

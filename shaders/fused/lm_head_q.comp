@@ -28,7 +28,7 @@
 //   lowering then dispatches at least (tickets in all) / MAXT workgroups, so the queue still ends empty: each
 //   workgroup takes MAXT tickets unless the queue ran out first. Why: on a CPU device the workgroups that run
 //   first would otherwise take every ticket, and llvmpipe ends all of an invocation's loops once they have run
-//   65535 iterations together (lower.lua, CPU_LOOP_BUDGET).
+//   65535 iterations together (lower/cpu.lua, CPU_LOOP_BUDGET).
 // Why DP_XQ8 pays here more than in any plain gemv_q: x is staged once per workgroup, after the norm, and
 //   serves every row block of the workgroup (hundreds of rows), while the dot products of 16 codes with x
 //   become 4 packed integer dot products per plane instead of ~5 instructions per code.

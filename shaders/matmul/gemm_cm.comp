@@ -16,7 +16,7 @@
 // or N and k past K load zeros; the epilogue stores each accumulator to a per-subgroup f32 staging tile in
 // shared memory and writes the in-range elements (plus bias, converted to the output type).
 //
-// DP_SPLITK (lower.lua, where the tiles alone cannot fill the GPU: a K loop of slices is a chain of memory
+// DP_SPLITK (lower/linear.lua, where the tiles alone cannot fill the GPU: a K loop of slices is a chain of memory
 // round trips, ~1.7 us each on the H100, so few workgroups with long K loops leave it idle): the grid's z
 // splits K into parts of k_split elements (whole slices); each part's f32 tile goes to `part`, and the last
 // workgroup of a tile (counter) adds the parts in order.
@@ -32,7 +32,7 @@
 // constants, and unrolled they keep the accumulators in registers (H100: 512-token prefill 26.6k -> 28.6k tok/s).
 // Needs: K % 8 == 0 (whole 16-byte vectors of a row), subgroup size 32 (WG = 32 * SGM * SGN), a device with
 // VK_NV_cooperative_matrix and an f16 x f16 -> f32 shape DP_CM_M x DP_CM_N x DP_CM_K (caps.coopmat_shape);
-// lower.lua checks all of it and falls back to gemm.comp / gemv.comp otherwise. Lavapipe has no cooperative
+// lower/linear.lua checks all of it and falls back to gemm.comp / gemv.comp otherwise. Lavapipe has no cooperative
 // matrices: this kernel's test (tests/lua/test_gemm_cm.lua) runs where the device has them (the H100).
 //
 // Dispatch: (ceil(N / BN), ceil(T / BM), splits) (splits = 1 without DP_SPLITK).
@@ -61,7 +61,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_control_flow_attributes : require
-// f16 x f16 is the only product this kernel makes (lower.lua passes both defines); defining them here too lets
+// f16 x f16 is the only product this kernel makes (lower/linear.lua passes both defines); defining them here too lets
 // `doppler shaders --precompile` build it without defines, with the 16 x 16 x 16 shape the H100 reports.
 #ifndef DP_ACT_F16
 #define DP_ACT_F16
@@ -167,7 +167,7 @@ uvec4 load8(uint64_t base, uint row, uint rows, uint stride, uint k, bool vec)
 void main()
 {
     const uint tid = gl_LocalInvocationID.x;
-    const uint sg = tid / 32u, lane = tid % 32u;     // subgroup size 32 (checked by lower.lua)
+    const uint sg = tid / 32u, lane = tid % 32u;     // subgroup size 32 (checked by lower/linear.lua)
     const uint sm = sg / SGN, sn = sg % SGN;         // this subgroup's sub-tile
     uint n0 = gl_WorkGroupID.x * BN;
     const uint m0 = gl_WorkGroupID.y * BM;
@@ -176,7 +176,7 @@ void main()
     uint64_t wa = uint64_t(p.w);
     OUT_Out yo = p.y;
 #ifdef DP_MULTI
-    // the weight (and output) this column tile belongs to: lower.lua keeps N and N1 multiples of BN
+    // the weight (and output) this column tile belongs to: lower/linear.lua keeps N and N1 multiples of BN
     if (n0 >= N) {
         n0 -= N; wa = uint64_t(p.w1); yo = p.y1; N = p.N1;
         if (n0 >= N) { n0 -= N; wa = uint64_t(p.w2); yo = p.y2; N = p.N2; }

@@ -9,7 +9,7 @@
 // that and stores its result in the activation type, the caches get the stored k (and v) converted to the
 // KV type. The sum of squares uses rmsnorm.comp's lanes and order (norm_rows.glsl with one row per
 // workgroup and the LR rmsnorm picks for this row length), so the norm is bit-identical to rmsnorm's.
-// The caches are written BEFORE attention reads them: lower.lua appends here only where attention.comp's
+// The caches are written BEFORE attention reads them: doppler.lower appends here only where attention.comp's
 // header allows that order (T = 1, global layers, caches with a slot per position of the context, or
 // cap >= window + T - 1); attention then skips its own kv_append. q and k are updated in place (attention
 // reads them; new keys come from k, older from the caches, as before). A token whose slot a later token of

@@ -5,7 +5,7 @@
 -- at router near-ties) the default-mode bound is the same top-1 token as the reference on every row whose
 -- reference margin > 1.0.
 -- Why: with the fusions off, unfused kernels read what the fused ones hid. Phi-3's gate_up is one projection
--- sliced into gate and up columns, so the element-wise silu and mul read strided slices (lower.lua's
+-- sliced into gate and up columns, so the element-wise silu and mul read strided slices (lower/eltwise.lua's
 -- ELTWISE rules, shaders/graph/eltwise.comp's a_stride / b_stride); before they took a stride the plan
 -- refused phi3 with fusion=off.
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path

@@ -70,7 +70,7 @@ for _, f in ipairs(fixtures) do
   -- the third: two-plane int8 activations in gemv_q (gemv_q_x=q8x2, the H100's auto), which only T <= 4
   -- passes reach: token by token (one plane, q8, moved llama-q's logits by 0.70: it is not checked here)
   -- and where the head is Q8_0, the H100's auto on such a file at T = 1: the layers on their f16 copies,
-  -- the head and gate+up in blocks on two-plane int8 activations (lower.lua, q_matmul_head, q_matmul_glu)
+  -- the head and gate+up in blocks on two-plane int8 activations (lower/prepare.lua, q_matmul_head, q_matmul_glu)
   local variants = { { "fused" }, { "dequant_f16" }, { "fused", "gemv_q_x=q8x2", "prefill_chunk=1" } }
   if (ref.tensor_types["output.weight"] or ref.tensor_types["token_embd.weight"]) == "Q8_0" then
     variants[#variants + 1] = { "dequant_f16", "q_matmul_head=fused", "q_matmul_glu=fused", "gemv_q_x=q8x2", "prefill_chunk=1" }

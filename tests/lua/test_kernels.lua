@@ -169,7 +169,7 @@ check.case("conditional blocks: dispatches run by a word in memory, read at run 
   fails(function() dev:recorder():end_conditional() end, "end without begin", "end without begin")
 end)
 
--- graph/eltwise.comp on strided column slices (lower.lua's element-wise rules; Phi-3's gate_up with
+-- graph/eltwise.comp on strided column slices (lower/eltwise.lua's element-wise rules; Phi-3's gate_up with
 -- fusion=off): a [R, C] operand whose rows lie a_stride (b_stride) elements apart gives, bit for bit, what the
 -- same values stored contiguously give, for every kind; the padding between rows holds values that would show.
 check.case("eltwise: strided inputs (a_stride, b_stride) = the same values contiguous, every kind", function()

@@ -4,11 +4,11 @@
 **   head, token) in the same dispatch), and attention_prefill.comp (tiled flash attention over (token, q head)
 **   rows of one kv head).
 ** For each case a sequence of L tokens (random q, k, v) goes through the GPU twice:
-**   chunked: in chunks of T tokens, attention before kv_append (lower.lua's order): both kernels run on every
+**   chunked: in chunks of T tokens, attention before kv_append (lower/attention.lua's order): both kernels run on every
 **            chunk (the decode kernel for any T, not only T <= 4, in a second variant: every q head of a kv head
 **            in one workgroup, half the lanes per key row, a wider workgroup) and are compared with
 **            dp_ref_attention;
-**   decode:  one token at a time, kv_append then the decode kernel in lower.lua's auto variant (one q head per
+**   decode:  one token at a time, kv_append then the decode kernel in lower/attention.lua's auto variant (one q head per
 **            workgroup), compared with the chunked reference.
 ** The semantics (masks, which keys come from the cache) are attention.comp's; test_k_attention.c checks the
 ** reference itself against a naive whole-sequence attention. Cases: GQA ratios 1, 2, 4; head_dim 16, 32,
@@ -180,14 +180,14 @@ static void common_push(dp_dispatch *d, const flash_case *fc, float scale, const
     dp_dispatch_u32(d, "kv_stride", x->kv_stride);
 }
 
-/* attention_decode.comp's shared memory for a variant, as lower.lua's decode_shared computes it. */
+/* attention_decode.comp's shared memory for a variant, as lower/attention.lua's decode_shared computes it. */
 static uint32_t decode_shared(uint32_t wg, uint32_t lk, uint32_t D, uint32_t G)
 {
     uint32_t ncl = wg / lk, mg = 2 * G * 64 + G;
     return 4 * (ncl * G * 2 + (ncl * D > mg ? ncl * D : mg)) + 4;
 }
 
-/* lower.lua's auto lanes per key row: the largest power of two <= the subgroup size with D / LK a multiple of
+/* lower/attention.lua's auto lanes per key row: the largest power of two <= the subgroup size with D / LK a multiple of
 ** VEC (min(subgroup, D / VEC) for a power-of-two head_dim; head_dim 96 with an f16 cache: 4 lanes of 24). */
 static uint32_t decode_lanes(uint32_t sg, uint32_t D, uint32_t vec)
 {
@@ -196,7 +196,7 @@ static uint32_t decode_lanes(uint32_t sg, uint32_t D, uint32_t vec)
     return lk;
 }
 
-/* Flash decoding in one dispatch, partials NaN-filled. Spec constants as lower.lua's auto picks them (alt =
+/* Flash decoding in one dispatch, partials NaN-filled. Spec constants as lower/attention.lua's auto picks them (alt =
 ** false: one q head per workgroup, GS = Hq / Hkv workgroups per kv head, LK = decode_lanes, WG = 8 clusters of
 ** LK lanes, UK = 1 key per round), or a second variant (alt: every q head of a kv head in one workgroup, LK
 ** halved where it can be, the widest WG <= 256 that fits, UK = 2). The counter must come back all zero. */
@@ -238,7 +238,7 @@ static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const cache
 static void gpu_prefill(kg_ctx *c, const flash_case *fc, float scale, const caches *g, const io *x,
                         dp_gtensor *out, uint32_t T)
 {
-    /* lower.lua's auto choice: the largest power of two <= min(subgroup, D / 8) dividing D */
+    /* lower/attention.lua's auto choice: the largest power of two <= min(subgroup, D / 8) dividing D */
     uint32_t lanes = 1;
     while (lanes * 2 <= min_u32(subgroup(c), fc->D / 8) && fc->D % (lanes * 2) == 0) lanes *= 2;
     uint32_t bc = min_u32(64, (fc->kv_f16 ? 4096 : 2048) / fc->D);

@@ -50,10 +50,10 @@ static uint32_t pow2_at_least(uint32_t n, uint32_t lo, uint32_t hi)
     return p;
 }
 
-/* rope_kv's lanes per row: rmsnorm's layout for one row (lower.lua norm_layout). */
+/* rope_kv's lanes per row: rmsnorm's layout for one row (lower/base.lua, norm_layout). */
 static uint32_t norm_lanes(uint32_t D) { return pow2_at_least((D + 3) / 4, 8, 256); }
 
-/* attention_decode.comp's shared memory, as lower.lua's decode_shared (nl = 0: the plain variant). */
+/* attention_decode.comp's shared memory, as lower/attention.lua's decode_shared (nl = 0: the plain variant). */
 static uint32_t decode_shared(uint32_t wg, uint32_t lk, uint32_t D, uint32_t G, uint32_t nl)
 {
     uint32_t ncl = wg / lk, mg = 2 * G * 64 + G, sh = ncl * D > mg ? ncl * D : mg;
@@ -134,7 +134,7 @@ static void run_fused(kg_ctx *c, const ar_case *ac, const shared_in *s, bufs *b,
     kg_run(c, &d, ac->Hkv * gs, ac->n_chunks, ac->T);
 }
 
-/* rope_kv.comp, then attention_decode.comp (lower.lua's order with the rope_kv fusion). */
+/* rope_kv.comp, then attention_decode.comp (doppler.lower's order with the rope_kv fusion). */
 static void run_pair(kg_ctx *c, const ar_case *ac, const shared_in *s, bufs *b, dp_gtensor *out, uint32_t gs)
 {
     const char *defs[8];
@@ -245,7 +245,7 @@ static void run_case(kg_ctx *c, const ar_case *ac)
     uint32_t sg = dp_device_get_caps(c->dev)->subgroup_size, vec = ac->kv_f16 ? 8 : 4, nl = norm_lanes(D);
     s.lk = sg < D / vec ? sg : D / vec;
     s.uk = 2;
-    /* lower.lua's auto choice for all the kv head's q heads in one workgroup (gs = 1 runs too; fewer heads
+    /* lower/attention.lua's auto choice for all the kv head's q heads in one workgroup (gs = 1 runs too; fewer heads
        per workgroup need less shared memory) */
     s.wg = decode_shared(256, s.lk, D, G * gs, nl) <= 32768 ? 256 : 128;
     assert_true(decode_shared(s.wg, s.lk, D, G * gs, nl) <= 32768 && s.wg % nl == 0);

@@ -3,7 +3,7 @@
 ** q and k, KV-cache append of k and v, in one dispatch) on lavapipe, two ways:
 **   against core/ref (dp_ref_rmsnorm, rounded to the activation type as rmsnorm stores it; dp_ref_rope,
 **   rounded again; dp_ref_kv_append), within the bounds below;
-**   against the chain it replaces run on the GPU (rmsnorm.comp on q and on k with lower.lua's layout,
+**   against the chain it replaces run on the GPU (rmsnorm.comp on q and on k with doppler.lower's layout,
 **   rope.comp on q and on k, kv_append.comp): bit-identical q, k and caches, since the fused kernel keeps
 **   every rounding point and rmsnorm's reduction order.
 ** Cases: Gemma 3 1B (Hq 4, Hkv 1, D 256, (1 + w) norm), Qwen 3 shapes (plain w norm, D 128), Llama
@@ -50,7 +50,7 @@ static uint32_t pow2_at_least(uint32_t n, uint32_t lo, uint32_t hi)
     return p;
 }
 
-/* lower.lua's rmsnorm layout for `rows` rows of d elements: lanes per row and rows per workgroup. */
+/* doppler.lower's rmsnorm layout (lower/base.lua, norm_layout) for `rows` rows of d elements: lanes per row and rows per workgroup. */
 static void norm_layout(uint32_t d, uint32_t rows, uint32_t *lanes, uint32_t *per)
 {
     *lanes = pow2_at_least((d + 3) / 4, 8, 256);
@@ -136,7 +136,7 @@ static void run_fused(kg_ctx *c, const rkv_case *rc, bufs *b, dp_gtensor *tp, dp
     kg_run(c, &d, rc->Hq + rc->Hkv, rc->T, 1);
 }
 
-/* The unfused chain, as lower.lua records it without the fusion. */
+/* The unfused chain, as doppler.lower records it without the fusion. */
 static void run_chain(kg_ctx *c, const rkv_case *rc, bufs *b, dp_gtensor *tp, dp_gtensor *tf, dp_gtensor *tqw,
                       dp_gtensor *tkw)
 {

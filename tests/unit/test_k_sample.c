@@ -4,7 +4,7 @@
 ** ids must be identical: greedy, temperature, top-k, top-p, min-p, repetition penalty and combinations, on
 ** rows of 262144 (Gemma's vocabulary) and small odd rows, several seeds and steps. Then a goodness-of-fit
 ** test: temperature sampling of a fixed 8-logit row follows softmax(z / T), for the CPU reference and the
-** GPU kernel. The dispatch sequence here mirrors lua/lib/doppler/lower.lua's rule for `sample`.
+** GPU kernel. The dispatch sequence here mirrors lua/lib/doppler/lower/sample.lua's rule for `sample`.
 */
 #include <math.h>
 #include <setjmp.h>

@@ -35,7 +35,7 @@ M.known = {
                         doc = "flash-decoding: most key chunks per (kv head, token) (0: auto, 256 / (kv heads * T); 1 on a CPU device); at most 64 are used" },
   attention_min_chunk = { kind = "int", min = 0, default = 0,
                           doc = "flash-decoding: fewest keys per chunk (0: auto, one round of the workgroup: its clusters times attention_unroll)" },
-  -- fuse2: attention_decode's variants (lower.lua, decode_variant: a value the head_dim or the device's
+  -- fuse2: attention_decode's variants (lower/attention.lua, decode_variant: a value the head_dim or the device's
   -- subgroup size cannot take is an error listing the valid ones)
   attention_lanes = { values = { "auto", "1", "2", "4", "8", "16", "32", "64", "128" }, default = "auto",
                       doc = "flash-decoding: lanes per key row (auto: min(subgroup size, head_dim / 8 with an f16 cache, / 4 with f32))" },
