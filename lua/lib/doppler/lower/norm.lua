@@ -52,11 +52,16 @@ R.embed_norm = function(ctx, n)
   })
 end
 
-R.rmsnorm = function(ctx, n)
-  local x, w = n.inputs[1], n.inputs[2]
+-- A norm node's rows: their length d (the last dimension), how many, and their layout (B.norm_layout).
+local function norm_rows(n)
   local d = n.bshape[#n.bshape]
   local rows = numel(n.bshape) // d
-  local wg, per, gx, gy = norm_layout(d, rows)
+  return d, rows, norm_layout(d, rows)
+end
+
+R.rmsnorm = function(ctx, n)
+  local x, w = n.inputs[1], n.inputs[2]
+  local d, rows, wg, per, gx, gy = norm_rows(n)
   local k = ctx.kernel("norm/rmsnorm.comp", ctx.defines { ctx.weight_define(w.etype, w.attrs.name) }, { WG = wg, ROWS = per })
   ctx.dispatch(k, gx, gy, 1, {
     x = ctx.t(x), w = ctx.t(w), y = ctx.t(n), rows = rows, n = d, eps = n.attrs.eps, w_offset = n.attrs.offset,
@@ -66,9 +71,7 @@ end
 R.add_rmsnorm = function(ctx, n)
   local a, b, w, sum = n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]
   if b.op == "glu_down" then Graph.fail("plan: add_rmsnorm at %s reads the fused MLP's sum as b", n.where) end
-  local d = n.bshape[#n.bshape]
-  local rows = numel(n.bshape) // d
-  local wg, per, gx, gy = norm_layout(d, rows)
+  local d, rows, wg, per, gx, gy = norm_rows(n)
   local k = ctx.kernel("norm/add_rmsnorm.comp", ctx.defines(a_defines(a, { ctx.weight_define(w.etype, w.attrs.name) })),
                        { WG = wg, ROWS = per })
   ctx.dispatch(k, gx, gy, 1, {
@@ -81,9 +84,7 @@ end
 -- (so both sums are bit-identical to rmsnorm's and add_rmsnorm's).
 R.norm_add_norm = function(ctx, n)
   local x, a, w1, w2, sum = table.unpack(n.inputs)
-  local d = n.bshape[#n.bshape]
-  local rows = numel(n.bshape) // d
-  local wg, per, gx, gy = norm_layout(d, rows)
+  local d, rows, wg, per, gx, gy = norm_rows(n)
   local k = ctx.kernel("norm/norm_add_norm.comp", ctx.defines(a_defines(a, { ctx.weight_define(w1.etype, w1.attrs.name) })),
                        { WG = wg, ROWS = per })
   ctx.dispatch(k, gx, gy, 1, {
