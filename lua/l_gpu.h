@@ -1,6 +1,6 @@
 /*
-** lua/l_gpu.h: the userdata of lua/l_gpu.c, for other binding files that take or return device
-** objects (model uploads, samplers).
+** lua/l_gpu.h: the userdata of lua/l_gpu.c and lua/l_gpu_tensor.c, for other binding files that take or
+** return device objects (model uploads, samplers).
 */
 #ifndef DP_LUA_GPU_H
 #define DP_LUA_GPU_H
