@@ -229,14 +229,16 @@ local function a_defines(a, defs)
   return defs
 end
 
+-- The device's subgroup size (cached in ctx).
 local function subgroup_size(ctx)
   ctx.sg = ctx.sg or ctx.dev:caps().subgroup_size
   return ctx.sg
 end
 
+-- for the rule files: M, and what they share
 return {
-  M = M, WG_MAX_GROUPS = WG_MAX_GROUPS, NW_DEFINE = NW_DEFINE, ACT_DEFINE = ACT_DEFINE,
-  W_DEFINE = W_DEFINE, Q_DEFINE = Q_DEFINE, LAYOUT_DEFINE = LAYOUT_DEFINE, Q_BLOCK = Q_BLOCK,
+  M = M, WG_MAX_GROUPS = WG_MAX_GROUPS, NW_DEFINE = NW_DEFINE,
+  Q_DEFINE = Q_DEFINE, LAYOUT_DEFINE = LAYOUT_DEFINE, Q_BLOCK = Q_BLOCK,
   ceil_div = ceil_div, groups_1d = groups_1d, pow2_at_least = pow2_at_least, zeroed_counters = zeroed_counters,
   numel = numel, row_blocks = row_blocks, norm_layout = norm_layout, a_defines = a_defines,
   subgroup_size = subgroup_size,

@@ -42,6 +42,7 @@ function M.cpu_basic_keys(D) return M.cpu_loop_blocks(1 + 2 * D // 128) end
 local CPU_ROWS = 8
 local function cpu_gemv(ctx) return CPU_ROWS * math.max(1, ctx.dev:caps().subgroup_size or 1), CPU_ROWS end
 
+-- for the rule files whose defaults differ on a CPU device
 return {
   on_cpu = on_cpu, cpu_gemv = cpu_gemv,
 }

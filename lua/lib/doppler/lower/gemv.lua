@@ -213,6 +213,7 @@ local function gemv_multi(ctx, defs, rows_total, T, push)
   ctx.dispatch(k, gx, ceil_div(T, tt), ceil_div(nb, gx), push)
 end
 
+-- for the fused projections (linear.lua) and the float MLP (mlp.lua)
 return {
   prenorm_multi = prenorm_multi, gemv_multi = gemv_multi,
 }

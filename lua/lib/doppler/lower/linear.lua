@@ -271,6 +271,7 @@ R.qkv_linear = function(ctx, n)
   gemv_multi(ctx, defs, total, T, push)
 end
 
+-- for mlp.lua: gate+up of a prefill on the matrix units
 return {
-  cm_shape = cm_shape, gemm_cm_refusal = gemm_cm_refusal, emit_gemm_cm = emit_gemm_cm, emit_linear = emit_linear,
+  gemm_cm_refusal = gemm_cm_refusal, emit_gemm_cm = emit_gemm_cm,
 }

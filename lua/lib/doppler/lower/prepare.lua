@@ -164,7 +164,8 @@ function M.finish(ctx)
   return prep.alloc_s
 end
 
+-- for the rule files that read quantised weights
 return {
-  prep_of = prep_of, prep_tensor = prep_tensor, dequant_f16 = dequant_f16, q_matmul_mode = q_matmul_mode,
-  q_matmul_head_mode = q_matmul_head_mode, q_matmul_glu_mode = q_matmul_glu_mode, matrix_weight = matrix_weight, down_columns = down_columns,
+  dequant_f16 = dequant_f16, q_matmul_mode = q_matmul_mode, q_matmul_head_mode = q_matmul_head_mode,
+  q_matmul_glu_mode = q_matmul_glu_mode, matrix_weight = matrix_weight, down_columns = down_columns,
 }
