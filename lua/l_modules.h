@@ -18,7 +18,7 @@ dp_model *dp_lua_check_model(lua_State *L, int idx);
 /* Calls every register function below, in dependency order. */
 void dp_lua_register_all(lua_State *L, int module);
 
-void dp_lua_register_gpu(lua_State *L, int module);        /* lua/l_gpu*.c: devices, tensors, pool, kernels, recorders */
+void dp_lua_register_gpu(lua_State *L, int module);        /* lua/l_gpu*.c: devices, tensors, kernels, recorders */
 void dp_lua_register_model(lua_State *L, int module);      /* lua/l_model.c: model files, configs, tensors on the host */
 void dp_lua_register_write(lua_State *L, int module);      /* lua/l_write.c: write_safetensors (synthetic models) */
 void dp_lua_register_math(lua_State *L, int module);       /* lua/l_math.c: round_to, rope_inv_freq, sample_cpu */

@@ -38,7 +38,8 @@
 //        counter (u32 [T * n_groups], read-write, zero between dispatches)
 //        n_tokens, n_q_heads, n_kv_heads, cap, window, scale, softcap, q_stride, kv_stride (as attention.comp),
 //        n_chunks (<= MAX_CHUNKS = 64), min_chunk (>= 1)
-// Spec:  WG  workgroup size, a multiple of LK (default 128); UK  key rows per cluster per round (default 4; lower/attention.lua picks 2)
+// Spec:  WG  workgroup size, a multiple of LK (default 128); UK  key rows per cluster per round (default 4;
+//            lower/attention.lua picks 2)
 //        D   head_dim (default 256); G  q heads per workgroup (default 1); GS  workgroups per kv head (default 1)
 //        LK  lanes per key row: a power of two <= the subgroup size, D / LK a multiple of VEC (8 with
 //            DP_KV_F16, else 4); the host picks min(subgroup size, D / VEC) unless a hint says otherwise
@@ -168,7 +169,8 @@ const uint NVL = EPL / VEC;   // vectors per lane
 const uint NCL = WG / LK;     // clusters per workgroup
 const float NEG = -3.0e38;    // "no key yet": exp(NEG - s) = 0 for any finite score
 
-const uint MAX_CHUNKS = 64u;  // lower/attention.lua caps n_chunks here: the merge keeps every chunk's (m, l) in shared memory
+// lower/attention.lua caps n_chunks here: the merge keeps every chunk's (m, l) in shared memory
+const uint MAX_CHUNKS = 64u;
 const uint MB = 16u;          // chunks whose partials the merge loads in one batch
 const uint EPT = (G * D + WG - 1u) / WG;   // output elements per invocation in the merge
 

@@ -8,8 +8,8 @@
 **            chunk (the decode kernel for any T, not only T <= 4, in a second variant: every q head of a kv head
 **            in one workgroup, half the lanes per key row, a wider workgroup) and are compared with
 **            dp_ref_attention;
-**   decode:  one token at a time, kv_append then the decode kernel in lower/attention.lua's auto variant (one q head per
-**            workgroup), compared with the chunked reference.
+**   decode:  one token at a time, kv_append then the decode kernel in lower/attention.lua's auto variant (one q
+**            head per workgroup), compared with the chunked reference.
 ** The semantics (masks, which keys come from the cache) are attention.comp's; test_k_attention.c checks the
 ** reference itself against a naive whole-sequence attention. Cases: GQA ratios 1, 2, 4; head_dim 16, 32,
 ** 64, 96, 128, 256; windows crossed by a chunk; ring buffers that wrap; softcap; f32/f16 activations and KV;

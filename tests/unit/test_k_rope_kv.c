@@ -50,7 +50,8 @@ static uint32_t pow2_at_least(uint32_t n, uint32_t lo, uint32_t hi)
     return p;
 }
 
-/* doppler.lower's rmsnorm layout (lower/base.lua, norm_layout) for `rows` rows of d elements: lanes per row and rows per workgroup. */
+/* doppler.lower's rmsnorm layout (lower/base.lua, norm_layout) for `rows` rows of d elements: lanes per row
+** and rows per workgroup. */
 static void norm_layout(uint32_t d, uint32_t rows, uint32_t *lanes, uint32_t *per)
 {
     *lanes = pow2_at_least((d + 3) / 4, 8, 256);
