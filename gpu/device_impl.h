@@ -61,6 +61,22 @@ struct dp_device {
     dp_buffer                staging;            /* DP_MEM_HOST, DP_STAGING_CHUNK, acquired lazily */
 };
 
+/* Extension names the capabilities and the logical device both ask about. Header 1.3.239 predates
+** VK_KHR_cooperative_matrix: the names are what matter for detection. */
+#define EXT_COOPMAT_KHR "VK_KHR_cooperative_matrix"
+#define EXT_COOPMAT_NV "VK_NV_cooperative_matrix"
+#define EXT_BF16 "VK_KHR_shader_bfloat16"
+#define EXT_SUBGROUP_SIZE "VK_EXT_subgroup_size_control"
+#define EXT_EXEC_PROPS VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME
+
+/* gpu/device_caps.c: physical device `index`'s capabilities into c; whether `name` is among e[0..n); its
+** compute queue family (timestamp bits to ts_bits, if not NULL) and a compute family other than `main`, or
+** UINT32_MAX. */
+void     dp_device_read_caps(VkInstance inst, VkPhysicalDevice pd, uint32_t index, dp_device_caps *c);
+bool     dp_device_has_ext(const VkExtensionProperties *e, uint32_t n, const char *name);
+uint32_t dp_device_compute_family(VkPhysicalDevice pd, uint32_t *ts_bits);
+uint32_t dp_device_side_family(VkPhysicalDevice pd, uint32_t main);
+
 /* Submits one command buffer and waits for `fence` (then resets it). Timeout => DP_EGPU. */
 dp_status dp_device_submit_wait(dp_device *dev, VkCommandBuffer cmd, VkFence fence, const char *what,
                                 dp_err *err);
