@@ -343,6 +343,28 @@ check.case("attention_decode's auto variant: lanes, workgroup, keys per round an
   check.eq(gs, 1, "attention_heads=4: one workgroup per kv head")
   check.eq(wg, 256, "attention_heads=4: WG 256")
   check.eq(uk, 2, "attention_heads=4: 2 keys per round")
+  -- attention_decode=wide: on a GPU the largest workgroup (1024) and the fewest keys per cluster that make a block of
+  -- >= 128 keys, a multiple of the subgroup; on a CPU device 8 clusters (at least a subgroup, the prologue's lanes)
+  for _, kind in ipairs { "discrete", "cpu" } do
+    for _, sg in ipairs { 8, 32 } do
+      local dev = { dev = { caps = function()
+        return { type = kind, subgroup_size = sg, max_wg_invocations = 1024, max_shared_memory = 49152 }
+      end } }
+      for _, D in ipairs { 16, 32, 64, 96, 128, 256 } do
+        local nl = math.max(8, 1 << math.ceil(math.log((D + 3) // 4, 2)))
+        local lk, w, u = lower.attention_decode_variant(dev, D, 8, 4, { attention_decode = "wide" }, nl)
+        local what = ("wide, %s, subgroup %d, head_dim %d"):format(kind, sg, D)
+        local bk = w // lk * u
+        check.eq(bk % sg, 0, what .. ": a block is a multiple of the subgroup")
+        if kind == "cpu" then
+          check.eq(w, math.max(8 * lk, sg, nl), what .. ": 8 clusters")
+        else
+          check.eq(w, 1024, what .. ": 1024 invocations")
+          check.truthy(bk >= 128 and (u == 1 or w // lk * (u // 2) < 128), what .. ": the fewest keys per cluster for 128: " .. u)
+        end
+      end
+    end
+  end
 end)
 
 check.done()
