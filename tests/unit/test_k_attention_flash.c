@@ -6,11 +6,10 @@
 ** For each case a sequence of L tokens (random q, k, v) goes through the GPU twice:
 **   chunked: in chunks of T tokens, attention before kv_append (lower/attention.lua's order): both kernels run on every
 **            chunk (the decode kernel for any T, not only T <= 4, in a second variant: every q head of a kv head
-**            in one workgroup, half the lanes per key row, a wider workgroup; and in its DP_WIDE method with
-**            every q head of a kv head in one workgroup) and are compared with dp_ref_attention;
+**            in one workgroup, half the lanes per key row, a wider workgroup; and in its DP_WIDE method) and
+**            are compared with dp_ref_attention;
 **   decode:  one token at a time, kv_append then the decode kernel in lower/attention.lua's auto variant (one q
-**            head per workgroup) and in the DP_WIDE method (one q head per workgroup), compared with the
-**            chunked reference.
+**            head per workgroup) and in the DP_WIDE method, compared with the chunked reference.
 ** The semantics (masks, which keys come from the cache) are attention.comp's; test_k_attention.c checks the
 ** reference itself against a naive whole-sequence attention. Cases: GQA ratios 1, 2, 4; head_dim 16, 32,
 ** 64, 96, 128, 256; windows crossed by a chunk; ring buffers that wrap; softcap; f32/f16 activations and KV;
@@ -202,18 +201,19 @@ static uint32_t decode_lanes(uint32_t sg, uint32_t D, uint32_t vec)
 /* attention_decode's variants under test. AUTO: lower/attention.lua's auto picks (one q head per workgroup, GS =
 ** Hq / Hkv workgroups per kv head, LK = decode_lanes, WG = 8 clusters of LK lanes, UK = 1 key per round). ALT:
 ** every q head of a kv head in one workgroup, LK halved where it can be, the widest WG <= 256 that fits, UK = 2.
-** WIDE_ALL / WIDE_ONE: DP_WIDE (blocks of (WG / LK) * UK keys, all loaded at once) with every q head of a kv head
-** in one workgroup (WG 64, UK 1) or one per workgroup (WG 32, UK 2); LK = decode_lanes, SGS the subgroup size. */
-typedef enum { DEC_AUTO, DEC_ALT, DEC_WIDE_ALL, DEC_WIDE_ONE } dec_variant;
+** WIDE: DP_WIDE (blocks of (WG / LK) * UK keys, all loaded at once) with every q head of a kv head in one workgroup,
+** WG 32, UK 2, LK = decode_lanes, SGS the subgroup size (one q head per workgroup, GS > 1, and the auto variants:
+** tests/lua/test_fuse_attn.lua; one variant here, as each costs lavapipe a compile per case). */
+typedef enum { DEC_AUTO, DEC_ALT, DEC_WIDE } dec_variant;
 
 /* Flash decoding in one dispatch, partials NaN-filled, in variant v (above). The counter must come back all
 ** zero. */
 static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const caches *g, const io *x,
                        dp_gtensor *out, uint32_t T, const float *nan_fill, dp_gtensor *counter, dec_variant v)
 {
-    bool alt = v == DEC_ALT, wide = v == DEC_WIDE_ALL || v == DEC_WIDE_ONE;
+    bool alt = v == DEC_ALT, wide = v == DEC_WIDE;
     uint32_t vec = fc->kv_f16 ? 8 : 4, sg = subgroup(c), lk = decode_lanes(sg, fc->D, vec), NC = fc->n_chunks;
-    uint32_t gs = (alt || v == DEC_WIDE_ALL) ? 1 : fc->Hq / fc->Hkv, G = fc->Hq / fc->Hkv / gs, uk = alt ? 2 : 1;
+    uint32_t gs = (alt || wide) ? 1 : fc->Hq / fc->Hkv, G = fc->Hq / fc->Hkv / gs, uk = (alt || wide) ? 2 : 1;
     if (alt && lk > 1) lk /= 2;
     uint32_t wg = 8 * lk;
     if (alt) {
@@ -221,8 +221,7 @@ static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const cache
         while (wg > lk && decode_shared(wg, lk, fc->D, G) > 32768) wg /= 2;   /* lavapipe: 32 KiB */
     }
     if (wide) {
-        wg = v == DEC_WIDE_ALL ? 64 : 32;
-        uk = v == DEC_WIDE_ALL ? 1 : 2;
+        wg = 32;
         assert_true(wg % lk == 0 && wg % sg == 0 && (wg / lk * uk) % sg == 0);   /* lower/attention.lua's checks */
     } else {
         assert_true(decode_shared(wg, lk, fc->D, G) <= 32768);
@@ -345,7 +344,7 @@ static void run_case(kg_ctx *c, const flash_case *fc)
         dp_gtensor_release(to);
 
         to = kg_upload(c, adt, nanf, no);
-        gpu_decode(c, fc, scale, &g, &x, to, T, nanf, counter, DEC_WIDE_ALL);
+        gpu_decode(c, fc, scale, &g, &x, to, T, nanf, counter, DEC_WIDE);
         kg_download(to, got, no);
         compare(name, "wide decode kernel, chunk", ci, got, ref + (uint64_t)s * Hq * D, no, Hq, D, fc->act_f16,
                 &worst_wide);
@@ -377,7 +376,7 @@ static void run_case(kg_ctx *c, const flash_case *fc)
                 &worst_step);
         dp_gtensor_release(to);
         to = kg_upload(c, adt, nanf, (uint64_t)Hq * D);
-        gpu_decode(c, fc, scale, &g, &x, to, 1, nanf, counter, DEC_WIDE_ONE);
+        gpu_decode(c, fc, scale, &g, &x, to, 1, nanf, counter, DEC_WIDE);
         kg_download(to, got, (uint64_t)Hq * D);
         compare(name, "wide decode step", (int)t, got, ref + (uint64_t)t * Hq * D, (uint64_t)Hq * D, Hq, D,
                 fc->act_f16, &worst_wide);
@@ -411,10 +410,9 @@ static const flash_case CASES[] = {
     /* Phi-3 mini's head: D 96, not a power of two (f16 cache: 4 lanes of 24 elements; f32: 8 of 12) */
     {4, 4, 96, 0, 40, 33, 0.0f, true, true, false, false, 4, 2, 8, {17, 1, 15}},
     {4, 2, 96, 0, 40, 33, 0.0f, false, false, true, false, 6, 2, 16, {17, 1, 15}},
-    /* Gemma 1B's head, MQA, one chunk of up to 70 keys: the wide method's blocks (8 keys at its test variants on
-    ** an 8-wide subgroup) chained in a chunk, and 2 chunks of 35 */
+    /* Gemma 1B's head, MQA, one chunk of up to 70 keys: the wide method's blocks (8 keys at its test variant on
+    ** an 8-wide subgroup) chained in a chunk */
     {4, 1, 256, 0, 80, 70, 0.0f, true, true, false, false, 1, 64, 16, {40, 1, 29}},
-    {4, 1, 256, 0, 80, 70, 0.0f, false, false, false, false, 2, 8, 16, {40, 1, 29}},
     /* sliding with a ring larger than the window (cap 9, W 5), softcap, one chunk for everything */
     {2, 1, 32, 5, 9, 30, 0.5f, false, true, false, false, 1, 64, 4, {3, 4, 1, 12, 10}},
 };
