@@ -64,9 +64,6 @@
 //   inv_freq (f32 [ROT / 2], read), with DP_QK_NORM qw, kw (W [D], read);
 //   spec: MINC (min_chunk), ROT (rotary dims, even, <= D), NL (rmsnorm's lanes per row for D: a power of two
 //         dividing WG), with DP_QK_NORM EPS, WOFF (the norm's eps and weight offset)
-// DP_WIDE (hint attention_decode=wide): each chunk in blocks of NCL * UK keys whose loads are all issued at once,
-// instead of rounds of UK keys per cluster: attention_decode_wide.glsl says how and why; spec SGS (id 11) there.
-// The chunks, the prologue and the merge are this file's.
 // DP_UNROLL marks the loops whose trip counts are spec constants: on a GPU unrolled at pipeline creation
 // (dp_common.glsl), their arrays stay in registers (H100 decode: attention_decode 0.441 -> 0.416 ms per
 // token, docs/BENCHMARKS.md 11h).
@@ -181,21 +178,17 @@ const uint EPT = (G * D + WG - 1u) / WG;   // output elements per invocation in 
 // barrier of that merge) the chunk merge's mg_w [G][MAX_CHUNKS] (each chunk's m, then its weight
 // exp(m - M)), mg_l [G][MAX_CHUNKS] (its l) and mg_inv [G] (1 / L per head).
 const uint MG = 2u * G * MAX_CHUNKS + G;
-#ifdef DP_WIDE
-const uint SHK = MG;                                // DP_WIDE merges no clusters
-#else
-const uint SHK = NCL * D > MG ? NCL * D : MG;
-#endif
 #ifdef DP_ROPE_QK
 // the prologue's staging rows stg [ROWS][D], the roped q rows q_s [G][D] and new key rows ks_s [MAX_NEW][D]
 // share sh too: they are dead before the clusters' merge writes it (ks_s is read last in the key loop, and a
 // barrier follows it)
 const uint MAX_NEW = 4u;
 const uint ROWS = WG / NL;     // prologue rows at once (norm_rows.glsl's name)
+const uint SH0 = NCL * D > MG ? NCL * D : MG;
 const uint SHR = (ROWS + G + MAX_NEW) * D;
-const uint SH = SHK > SHR ? SHK : SHR;
+const uint SH = SH0 > SHR ? SH0 : SHR;
 #else
-const uint SH = SHK;
+const uint SH = NCL * D > MG ? NCL * D : MG;
 #endif
 shared float red_ml[NCL * G * 2u];
 shared float sh[SH];
@@ -336,10 +329,6 @@ void rope_prologue(uint hx, uint hk, uint c, uint t, uint ua, uint nkr, uint qs,
 }
 #endif
 
-#ifdef DP_WIDE
-#include "attention_decode_wide.glsl"
-#endif
-
 void main()
 {
     uint hx = gl_WorkGroupID.x, c = gl_WorkGroupID.y, t = gl_WorkGroupID.z, tid = gl_LocalInvocationID.x;
@@ -364,15 +353,6 @@ void main()
     bool has_new = k1 > p0;
     uint ua = has_new ? max(k0, p0) - p0 : t;
     uint nkr = has_new ? (c == 0u ? t : k1 - 1u - p0) - ua + 1u : (c == 0u ? 1u : 0u);
-#else
-    uint ua = 0u, nkr = 0u;
-#endif
-#ifdef DP_WIDE
-    uint nc = (n + clen - 1u) / clen;
-    wide_chunk(hx, hk, c, t, k0, k1, p0, nc, qs, ks, vec_ok, ua, nkr);
-    if (nc == 1u) return;   // uniform, as below
-#else
-#ifdef DP_ROPE_QK
     // the first round's rows that do not depend on the prologue (cache keys, and v), loaded before it
     float kr[UK * EPL], vr[UK * EPL];
     if (k0 + cl < k1)
@@ -502,7 +482,6 @@ void main()
         barrier();   // red_o is rewritten for the next head
     }
     if (nc == 1u) return;   // uniform: nc depends on pos and the push constants only
-#endif
 
     // the last workgroup of this (kv head, token) merges the chunks
     memoryBarrierBuffer();

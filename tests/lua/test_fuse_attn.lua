@@ -179,54 +179,6 @@ check.case("attention_lanes / attention_wg: other variants, same logits; bad val
   check.truthy(sg >= 1, "subgroup size")
 end)
 
--- Does every attention_decode dispatch of a plan take the wide method (define DP_WIDE, spec SGS)? nil: none does.
-local function wide_method(names, specs)
-  local w
-  for i, k in ipairs(names) do
-    if k == "attention_decode" then
-      local has = false
-      for _, d in ipairs(specs[i].defines) do has = has or d == "DP_WIDE" end
-      check.truthy(w == nil or w == has, "every attention_decode takes one method")
-      check.truthy(not has or specs[i].constants.SGS == doppler.device():caps().subgroup_size, "SGS: the subgroup size")
-      w = has
-    end
-  end
-  return w
-end
-
-check.case("attention_decode=wide: every family's logits as flash, with the prologue and without, one chunk and several", function()
-  for _, f in ipairs(FAMILIES) do
-    local name = f[1]
-    local auto, ka, _, sa = steps(name, { precision = "f32" })
-    check.eq(wide_method(ka, sa), false, name .. ": auto takes flash")
-    for _, h in ipairs {
-      { attention_decode = "wide" },
-      { attention_decode = "wide", fusion = "-attention_rope" },
-      { attention_decode = "wide", attention_splits = 4, attention_min_chunk = 2 },
-    } do
-      h.precision = "f32"
-      local rows, kn, _, sp = steps(name, h)
-      local what = ("%s wide%s%s"):format(name, h.fusion and " without attention_rope" or "",
-                                           h.attention_splits and " in chunks of 2+" or "")
-      check.eq(wide_method(kn, sp), true, what .. ": DP_WIDE")
-      same_logits(auto, rows, what)
-    end
-  end
-  -- a 3-token pass, then one token at a time
-  same_logits(steps("gemma3-tiny", { precision = "f32" }, 3),
-              steps("gemma3-tiny", { precision = "f32", attention_decode = "wide" }, 3), "gemma3-tiny wide, 3-token pass")
-  -- a block (attention_wg / attention_lanes x attention_unroll keys) that is not a multiple of the subgroup size
-  -- is refused, naming the hints: 32 / 4 x 1 = 8 keys (head_dim 32 with an f16 cache takes up to 4 lanes)
-  local sg = doppler.device():caps().subgroup_size
-  local ok, err = pcall(steps, "gemma3-tiny", { attention_decode = "wide", attention_lanes = "4", attention_wg = "32",
-                                               attention_unroll = "1" })
-  if 8 % sg ~= 0 then
-    check.truthy(not ok and tostring(err):find("not a multiple of the subgroup size", 1, true), "refused: " .. tostring(err))
-  else
-    check.truthy(ok, "a block of 8 keys on a " .. sg .. "-wide subgroup: " .. tostring(err))
-  end
-end)
-
 -- The G and GS spec constants of every attention_decode dispatch of a plan (all must agree).
 local function attention_split(names, specs)
   local g, gs
@@ -343,28 +295,6 @@ check.case("attention_decode's auto variant: lanes, workgroup, keys per round an
   check.eq(gs, 1, "attention_heads=4: one workgroup per kv head")
   check.eq(wg, 256, "attention_heads=4: WG 256")
   check.eq(uk, 2, "attention_heads=4: 2 keys per round")
-  -- attention_decode=wide: on a GPU the largest workgroup (1024) and the fewest keys per cluster that make a block of
-  -- >= 128 keys, a multiple of the subgroup; on a CPU device 8 clusters (at least a subgroup, the prologue's lanes)
-  for _, kind in ipairs { "discrete", "cpu" } do
-    for _, sg in ipairs { 8, 32 } do
-      local dev = { dev = { caps = function()
-        return { type = kind, subgroup_size = sg, max_wg_invocations = 1024, max_shared_memory = 49152 }
-      end } }
-      for _, D in ipairs { 16, 32, 64, 96, 128, 256 } do
-        local nl = math.max(8, 1 << math.ceil(math.log((D + 3) // 4, 2)))
-        local lk, w, u = lower.attention_decode_variant(dev, D, 8, 4, { attention_decode = "wide" }, nl)
-        local what = ("wide, %s, subgroup %d, head_dim %d"):format(kind, sg, D)
-        local bk = w // lk * u
-        check.eq(bk % sg, 0, what .. ": a block is a multiple of the subgroup")
-        if kind == "cpu" then
-          check.eq(w, math.max(8 * lk, sg, nl), what .. ": 8 clusters")
-        else
-          check.eq(w, 1024, what .. ": 1024 invocations")
-          check.truthy(bk >= 128 and (u == 1 or w // lk * (u // 2) < 128), what .. ": the fewest keys per cluster for 128: " .. u)
-        end
-      end
-    end
-  end
 end)
 
 check.done()

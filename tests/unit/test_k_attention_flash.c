@@ -6,10 +6,10 @@
 ** For each case a sequence of L tokens (random q, k, v) goes through the GPU twice:
 **   chunked: in chunks of T tokens, attention before kv_append (lower/attention.lua's order): both kernels run on every
 **            chunk (the decode kernel for any T, not only T <= 4, in a second variant: every q head of a kv head
-**            in one workgroup, half the lanes per key row, a wider workgroup; and in its DP_WIDE method) and
-**            are compared with dp_ref_attention;
+**            in one workgroup, half the lanes per key row, a wider workgroup) and are compared with
+**            dp_ref_attention;
 **   decode:  one token at a time, kv_append then the decode kernel in lower/attention.lua's auto variant (one q
-**            head per workgroup) and in the DP_WIDE method, compared with the chunked reference.
+**            head per workgroup), compared with the chunked reference.
 ** The semantics (masks, which keys come from the cache) are attention.comp's; test_k_attention.c checks the
 ** reference itself against a naive whole-sequence attention. Cases: GQA ratios 1, 2, 4; head_dim 16, 32,
 ** 64, 96, 128, 256; windows crossed by a chunk; ring buffers that wrap; softcap; f32/f16 activations and KV;
@@ -51,12 +51,10 @@ static double tol(bool f16, double y) { return 1e-4 + (f16 ? ldexp(fabs(y), -10)
 
 static bool same_or_both_nan(float a, float b) { return (isnan(a) && isnan(b)) || a == b; }
 
-static dp_kernel *kernel(kg_ctx *c, const char *file, const flash_case *fc, const dp_kconst *k, uint32_t nk,
-                         const char *extra)
+static dp_kernel *kernel(kg_ctx *c, const char *file, const flash_case *fc, const dp_kconst *k, uint32_t nk)
 {
-    const char *defs[5];
+    const char *defs[4];
     uint32_t nd = kg_defines(defs, fc->act_f16, -1, fc->kv_f16);
-    if (extra) defs[nd++] = extra;
     dp_kernel_desc kd = {.file = file, .defines = defs, .n_defines = nd, .constants = k, .n_constants = nk};
     dp_kernel *out = NULL;
     dp_err e = {0};
@@ -147,7 +145,7 @@ static void gpu_append(kg_ctx *c, const flash_case *fc, caches *g, const io *x, 
     dp_kconst wg = {"WG", 64};
     dp_dispatch d;
     uint32_t gx, gy;
-    dp_dispatch_init(&d, kernel(c, "attention/kv_append.comp", fc, &wg, 1, NULL));
+    dp_dispatch_init(&d, kernel(c, "attention/kv_append.comp", fc, &wg, 1));
     dp_dispatch_tensor(&d, "k", x->k);
     dp_dispatch_tensor(&d, "v", x->v);
     dp_dispatch_tensor(&d, "kc", g->kc);
@@ -198,39 +196,27 @@ static uint32_t decode_lanes(uint32_t sg, uint32_t D, uint32_t vec)
     return lk;
 }
 
-/* attention_decode's variants under test. AUTO: lower/attention.lua's auto picks (one q head per workgroup, GS =
-** Hq / Hkv workgroups per kv head, LK = decode_lanes, WG = 8 clusters of LK lanes, UK = 1 key per round). ALT:
-** every q head of a kv head in one workgroup, LK halved where it can be, the widest WG <= 256 that fits, UK = 2.
-** WIDE: DP_WIDE (blocks of (WG / LK) * UK keys, all loaded at once) with every q head of a kv head in one workgroup,
-** WG 32, UK 2, LK = decode_lanes, SGS the subgroup size (one q head per workgroup, GS > 1, and the auto variants:
-** tests/lua/test_fuse_attn.lua; one variant here, as each costs lavapipe a compile per case). */
-typedef enum { DEC_AUTO, DEC_ALT, DEC_WIDE } dec_variant;
-
-/* Flash decoding in one dispatch, partials NaN-filled, in variant v (above). The counter must come back all
-** zero. */
+/* Flash decoding in one dispatch, partials NaN-filled. Spec constants as lower/attention.lua's auto picks them (alt =
+** false: one q head per workgroup, GS = Hq / Hkv workgroups per kv head, LK = decode_lanes, WG = 8 clusters of
+** LK lanes, UK = 1 key per round), or a second variant (alt: every q head of a kv head in one workgroup, LK
+** halved where it can be, the widest WG <= 256 that fits, UK = 2). The counter must come back all zero. */
 static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const caches *g, const io *x,
-                       dp_gtensor *out, uint32_t T, const float *nan_fill, dp_gtensor *counter, dec_variant v)
+                       dp_gtensor *out, uint32_t T, const float *nan_fill, dp_gtensor *counter, bool alt)
 {
-    bool alt = v == DEC_ALT, wide = v == DEC_WIDE;
-    uint32_t vec = fc->kv_f16 ? 8 : 4, sg = subgroup(c), lk = decode_lanes(sg, fc->D, vec), NC = fc->n_chunks;
-    uint32_t gs = (alt || wide) ? 1 : fc->Hq / fc->Hkv, G = fc->Hq / fc->Hkv / gs, uk = (alt || wide) ? 2 : 1;
+    uint32_t vec = fc->kv_f16 ? 8 : 4, lk = decode_lanes(subgroup(c), fc->D, vec), NC = fc->n_chunks;
+    uint32_t gs = alt ? 1 : fc->Hq / fc->Hkv, G = fc->Hq / fc->Hkv / gs, uk = alt ? 2 : 1;
     if (alt && lk > 1) lk /= 2;
     uint32_t wg = 8 * lk;
     if (alt) {
         wg = decode_shared(256, lk, fc->D, G) <= 32768 ? 256 : (lk > 128 ? lk : 128);
         while (wg > lk && decode_shared(wg, lk, fc->D, G) > 32768) wg /= 2;   /* lavapipe: 32 KiB */
     }
-    if (wide) {
-        wg = 32;
-        assert_true(wg % lk == 0 && wg % sg == 0 && (wg / lk * uk) % sg == 0);   /* lower/attention.lua's checks */
-    } else {
-        assert_true(decode_shared(wg, lk, fc->D, G) <= 32768);
-    }
-    dp_kconst k1[7] = {{"WG", wg}, {"D", fc->D}, {"G", G}, {"LK", lk}, {"UK", uk}, {"GS", gs}, {"SGS", sg}};
+    assert_true(decode_shared(wg, lk, fc->D, G) <= 32768);
+    dp_kconst k1[6] = {{"WG", wg}, {"D", fc->D}, {"G", G}, {"LK", lk}, {"UK", uk}, {"GS", gs}};
     dp_gtensor *po = kg_upload(c, DP_F32, nan_fill, (uint64_t)T * fc->Hq * NC * fc->D);
     dp_gtensor *pml = kg_upload(c, DP_F32, nan_fill, (uint64_t)T * fc->Hq * NC * 2);
     dp_dispatch d;
-    dp_dispatch_init(&d, kernel(c, "attention/attention_decode.comp", fc, k1, wide ? 7 : 6, wide ? "DP_WIDE" : NULL));
+    dp_dispatch_init(&d, kernel(c, "attention/attention_decode.comp", fc, k1, 6));
     common_push(&d, fc, scale, g, x, T);
     dp_dispatch_tensor(&d, "o", out);
     dp_dispatch_tensor(&d, "part_o", po);
@@ -246,9 +232,7 @@ static void gpu_decode(kg_ctx *c, const flash_case *fc, float scale, const cache
     assert_true(n <= 256);
     kg_download_u32(counter, cnt, n);
     for (uint32_t i = 0; i < n; i++)
-        if (cnt[i] != 0)
-            fail_msg("attention_decode%s LK=%u WG=%u UK=%u: merge counter %u left at %u", wide ? " (wide)" : "", lk, wg,
-                     uk, i, cnt[i]);
+        if (cnt[i] != 0) fail_msg("attention_decode LK=%u WG=%u UK=%u: merge counter %u left at %u", lk, wg, uk, i, cnt[i]);
 }
 
 static void gpu_prefill(kg_ctx *c, const flash_case *fc, float scale, const caches *g, const io *x,
@@ -260,7 +244,7 @@ static void gpu_prefill(kg_ctx *c, const flash_case *fc, float scale, const cach
     uint32_t bc = min_u32(64, (fc->kv_f16 ? 4096 : 2048) / fc->D);
     dp_kconst kc[4] = {{"WG", fc->br * lanes}, {"D", fc->D}, {"LANES", lanes}, {"BC", bc}};
     dp_dispatch d;
-    dp_dispatch_init(&d, kernel(c, "attention/attention_prefill.comp", fc, kc, 4, NULL));
+    dp_dispatch_init(&d, kernel(c, "attention/attention_prefill.comp", fc, kc, 4));
     common_push(&d, fc, scale, g, x, T);
     dp_dispatch_tensor(&d, "o", out);
     uint32_t rows = T * (fc->Hq / fc->Hkv);
@@ -320,7 +304,7 @@ static void run_case(kg_ctx *c, const flash_case *fc)
 
     /* ---- chunked: attention (both kernels), then append ---- */
     caches g = caches_make(c, fc, nanf);
-    double worst_pre = 0.0, worst_dec = 0.0, worst_step = 0.0, worst_wide = 0.0;
+    double worst_pre = 0.0, worst_dec = 0.0, worst_step = 0.0;
     uint32_t s = 0;
     for (int ci = 0; ci < 8 && fc->chunks[ci]; ci++) {
         uint32_t T = fc->chunks[ci];
@@ -338,16 +322,9 @@ static void run_case(kg_ctx *c, const flash_case *fc)
         dp_gtensor_release(to);
 
         to = kg_upload(c, adt, nanf, no);
-        gpu_decode(c, fc, scale, &g, &x, to, T, nanf, counter, DEC_ALT);
+        gpu_decode(c, fc, scale, &g, &x, to, T, nanf, counter, true);
         kg_download(to, got, no);
         compare(name, "decode kernel, chunk", ci, got, ref + (uint64_t)s * Hq * D, no, Hq, D, fc->act_f16, &worst_dec);
-        dp_gtensor_release(to);
-
-        to = kg_upload(c, adt, nanf, no);
-        gpu_decode(c, fc, scale, &g, &x, to, T, nanf, counter, DEC_WIDE);
-        kg_download(to, got, no);
-        compare(name, "wide decode kernel, chunk", ci, got, ref + (uint64_t)s * Hq * D, no, Hq, D, fc->act_f16,
-                &worst_wide);
         dp_gtensor_release(to);
 
         dp_ref_kv_append(&prm, kc, vc, pos + s, rkc, rvc);
@@ -370,23 +347,17 @@ static void run_case(kg_ctx *c, const flash_case *fc)
                        pos + t, 1);
         dp_gtensor *to = kg_upload(c, adt, nanf, (uint64_t)Hq * D);
         gpu_append(c, fc, &g, &x, 1);
-        gpu_decode(c, fc, scale, &g, &x, to, 1, nanf, counter, DEC_AUTO);
+        gpu_decode(c, fc, scale, &g, &x, to, 1, nanf, counter, false);
         kg_download(to, got, (uint64_t)Hq * D);
         compare(name, "decode step", (int)t, got, ref + (uint64_t)t * Hq * D, (uint64_t)Hq * D, Hq, D, fc->act_f16,
                 &worst_step);
-        dp_gtensor_release(to);
-        to = kg_upload(c, adt, nanf, (uint64_t)Hq * D);
-        gpu_decode(c, fc, scale, &g, &x, to, 1, nanf, counter, DEC_WIDE);
-        kg_download(to, got, (uint64_t)Hq * D);
-        compare(name, "wide decode step", (int)t, got, ref + (uint64_t)t * Hq * D, (uint64_t)Hq * D, Hq, D,
-                fc->act_f16, &worst_wide);
         dp_gtensor_release(to);
         io_free(&x);
     }
     caches_free(&g);
     dp_gtensor_release(counter);
-    print_message("  %s: worst err/tol prefill %.3f, decode kernel %.3f, decode steps %.3f, wide %.3f\n", name,
-                  worst_pre, worst_dec, worst_step, worst_wide);
+    print_message("  %s: worst err/tol prefill %.3f, decode kernel %.3f, decode steps %.3f\n", name, worst_pre,
+                  worst_dec, worst_step);
     free(q); free(k); free(v); free(ref); free(got); free(rkc); free(rvc); free(gkc); free(nanf); free(pos);
 }
 
@@ -410,9 +381,6 @@ static const flash_case CASES[] = {
     /* Phi-3 mini's head: D 96, not a power of two (f16 cache: 4 lanes of 24 elements; f32: 8 of 12) */
     {4, 4, 96, 0, 40, 33, 0.0f, true, true, false, false, 4, 2, 8, {17, 1, 15}},
     {4, 2, 96, 0, 40, 33, 0.0f, false, false, true, false, 6, 2, 16, {17, 1, 15}},
-    /* Gemma 1B's head, MQA, one chunk of up to 70 keys: the wide method's blocks (8 keys at its test variant on
-    ** an 8-wide subgroup) chained in a chunk */
-    {4, 1, 256, 0, 80, 70, 0.0f, true, true, false, false, 1, 64, 16, {40, 1, 29}},
     /* sliding with a ring larger than the window (cap 9, W 5), softcap, one chunk for everything */
     {2, 1, 32, 5, 9, 30, 0.5f, false, true, false, false, 1, 64, 4, {3, 4, 1, 12, 10}},
 };

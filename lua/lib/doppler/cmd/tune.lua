@@ -41,8 +41,7 @@ local spec = {
   },
   epilog = "Knobs: gemv_wg, gemv_rows, gemv_unroll, gemv_multi_rows, gemv_q_wg, gemv_q_rows, gemv_q_unroll,\n" ..
            "gemv_q_x, q_matmul, q_matmul_head, q_matmul_glu, lm_head_groups, glu_down, glu_down_rows,\n" ..
-           "attention_heads, attention_decode, attention_splits, attention_min_chunk, attention_unroll,\n" ..
-           "side_prefetch, " ..
+           "attention_heads, attention_splits, attention_min_chunk, attention_unroll, side_prefetch,\n" ..
            "prefetch_groups, prefetch_lead, prefetch_max_mb, decode_chunk (and q_layout for quantised models:\n" ..
            "reloads the weights).",
 }
@@ -97,8 +96,6 @@ local KNOBS = {
       for _, v in ipairs(hints.known.attention_heads.values) do if v == tostring(c.kv_group) then return true end end
       return false
     end },
-  -- the decode attention's method: flash (auto) or wide (blocks of keys loaded at once, short contexts unmerged)
-  { "attention_decode", full = { "auto", "wide" }, quick = { "auto", "wide" } },
   { "attention_splits", full = { 0, 8, 16, 32, 64 }, quick = { 0, 16 } },
   { "attention_min_chunk", full = { 0, 16, 32, 64, 128 } },
   { "attention_unroll", full = { "auto", "1", "4" }, quick = { "auto", "1" } },

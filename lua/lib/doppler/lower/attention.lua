@@ -73,21 +73,8 @@ local function decode_shared(wg, lk, D, G, nl)
   return 4 * (ncl * G * 2 + sh) + 4 + (nl and 4 * wg or 0)
 end
 
--- DP_WIDE (hint attention_decode=wide; attention_decode_wide.glsl): no clusters' merge, a block's scores sc_s
--- [G][BK] instead
-local function wide_shared(wg, lk, D, G, nl, bk)
-  local ncl = wg // lk
-  local sh = 2 * G * ATTN_MAX_CHUNKS + G
-  if nl then sh = math.max(sh, (wg // nl + G + 4) * D) end
-  return 4 * (ncl * G * 2 + sh + G * bk) + 4 + (nl and 4 * wg or 0)
-end
-
--- Is the decode kernel's method DP_WIDE? (hint attention_decode=wide)
-local function decode_wide(hints) return (hints.attention_decode or "auto") == "wide" end
-
 local function decode_variant(ctx, D, vec, Gkv, hints, nl)
   local sg = subgroup_size(ctx)
-  local wide = decode_wide(hints)
   -- q heads per workgroup (G) out of the kv head's Gkv; Gkv / G workgroups share a kv head
   local G = 1
   local hh = hints.attention_heads or "auto"
@@ -118,19 +105,15 @@ local function decode_variant(ctx, D, vec, Gkv, hints, nl)
                  tostring(hl), D, sg, list(valid))
     end
   end
-  local caps = ctx.dev:caps()
   local wg
-  if wide then
-    -- wide, auto: a GPU's largest workgroup (up to 1024), so that a block holds many keys; on a CPU device 8
-    -- clusters, as flash (its workgroups run one after another)
-    wg = on_cpu(ctx) and math.max(8 * lk, sg, nl or 1) or math.max(math.min(1024, caps.max_wg_invocations), nl or 1)
-  elseif G == 1 then
+  if G == 1 then
     wg = math.max(8 * lk, nl or 1)
   else
     wg = math.max(128, lk, nl or 1)
     if lk <= 256 and decode_shared(256, lk, D, G, nl) <= ATTN_SHARED then wg = 256 end
   end
   local hw = hints.attention_wg or "auto"
+  local caps = ctx.dev:caps()
   if hw ~= "auto" then
     wg = math.tointeger(tonumber(hw))
     if wg < lk or wg % lk ~= 0 or wg > caps.max_wg_invocations then
@@ -146,32 +129,18 @@ local function decode_variant(ctx, D, vec, Gkv, hints, nl)
     Graph.fail("attention_rope: workgroup %d cannot hold rows of %d lanes (head_dim %d): raise attention_wg " ..
                "or turn the fusion off (--hint fusion=-attention_rope)", wg, nl, D)
   end
-  local hu = hints.attention_unroll or "auto"
-  -- auto with G = 1: 1 (H200, Gemma 3 1B at 160 tokens: 1.03x against 2; at 2048 tokens alike, 21b/21c);
-  -- with G > 1: 2 (H100, Gemma 3 1B, ~150 keys: 1 and 2 timed alike and 4 slower, more registers; run 10
-  -- in docs/BENCHMARKS.md; 2 halves the rounds of long contexts against 1)
-  local uk = math.tointeger(tonumber(hu)) or (G == 1 and 1 or 2)
-  if wide then
-    -- a block is (wg / lk) * uk keys and a multiple of the subgroup size (the values phase gives each lane of a
-    -- subgroup the same number of its keys); auto: the least uk that makes it >= 128 keys on a GPU (a short
-    -- context in one block), 1 on a CPU device, raised to such a multiple
-    if hu == "auto" then
-      uk = on_cpu(ctx) and 1 or math.max(1, 128 // (wg // lk))
-      while (wg // lk * uk) % sg ~= 0 and uk < 8 do uk = uk * 2 end
-    end
-    if wg % sg ~= 0 or (wg // lk * uk) % sg ~= 0 then
-      Graph.fail("attention_decode=wide: a block of %d clusters x %d keys (attention_wg %d / attention_lanes %d, " ..
-                 "attention_unroll %d) is not a multiple of the subgroup size %d: raise attention_unroll or " ..
-                 "attention_wg", wg // lk, uk, wg, lk, uk, sg)
-    end
-  end
   -- auto stays within ATTN_SHARED (every device served); a hinted workgroup may use what this device has
-  local bytes = wide and wide_shared(wg, lk, D, G, nl, wg // lk * uk) or decode_shared(wg, lk, D, G, nl)
+  local bytes = decode_shared(wg, lk, D, G, nl)
   if bytes > caps.max_shared_memory then
     Graph.fail("attention_decode: workgroup %d with %d lanes per key row needs %d bytes of shared memory for " ..
                "head_dim %d (this device has %d): raise attention_lanes or lower attention_wg", wg, lk, bytes, D,
                caps.max_shared_memory)
   end
+  local hu = hints.attention_unroll or "auto"
+  -- auto with G = 1: 1 (H200, Gemma 3 1B at 160 tokens: 1.03x against 2; at 2048 tokens alike, 21b/21c);
+  -- with G > 1: 2 (H100, Gemma 3 1B, ~150 keys: 1 and 2 timed alike and 4 slower, more registers; run 10
+  -- in docs/BENCHMARKS.md; 2 halves the rounds of long contexts against 1)
+  local uk = math.tointeger(tonumber(hu)) or (G == 1 and 1 or 2)
   return lk, wg, uk, G, Gkv // G
 end
 M.attention_decode_variant = decode_variant   -- tests check the auto rule on fake devices
@@ -216,17 +185,7 @@ local function decode_min_chunk(ctx, hints, D, wg, lk, uk)
   local m = hints.attention_min_chunk or 0
   if m ~= 0 then return m end
   if on_cpu(ctx) and (hints.attention_splits or 0) == 0 then return M.cpu_decode_keys(D, lk) end
-  -- wide: two blocks, so that a context up to that long is one chunk, never merged
-  return (wg // lk) * uk * (decode_wide(hints) and 2 or 1)
-end
-
--- attention_decode's defines and spec constants for a variant (DP_WIDE adds SGS, the subgroup size)
-local function decode_kernel_desc(ctx, hints, defs, consts)
-  if not decode_wide(hints) then return defs, consts end
-  local d = table.move(defs, 1, #defs, 1, {})
-  d[#d + 1] = "DP_WIDE"
-  consts.SGS = subgroup_size(ctx)
-  return d, consts
+  return (wg // lk) * uk
 end
 
 -- ---- attention_rope (fusions.lua): rope_kv's work in attention_decode's dispatch (DP_ROPE_QK) --------------
@@ -271,7 +230,6 @@ local function attention_rope(ctx, n)
     q_stride = q.row_stride or 0, kv_stride = k.row_stride or 0,
   }
   if rope.norm then push.qw, push.kw = ctx.t(qw), ctx.t(kw) end
-  defs, consts = decode_kernel_desc(ctx, hints, defs, consts)
   local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(defs), consts)
   ctx.dispatch(kd, Hkv * gs, n_chunks, T, push)
 end
@@ -380,8 +338,8 @@ R.attention = function(ctx, n)
     push.part_ml = attn_scratch(ctx, T * Hq * n_chunks * 2)
     push.counter = zeroed_counters(ctx, "attention_counter", T * Hkv * gs)
     push.o, push.n_chunks, push.min_chunk = ctx.t(n), n_chunks, min_chunk
-    local defs, consts = decode_kernel_desc(ctx, hints, kvdef, { WG = wg, D = D, G = G, GS = gs, LK = lk, UK = uk })
-    local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(defs), consts)
+    local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(kvdef),
+                          { WG = wg, D = D, G = G, GS = gs, LK = lk, UK = uk })
     ctx.dispatch(kd, Hkv * gs, n_chunks, T, push)
   elseif mode ~= "flash" and not attention_cm_refusal(ctx, n, kv_f16, D, hints) then
     -- attention_prefill_cm: the same tiles on the matrix units, 16 rows per workgroup
