@@ -5,7 +5,8 @@
 --   gives the ids of the defaults; a corrupt, stale or invalid cache file is a warning naming the file,
 --   the run goes on with the defaults; --help and a bad --knobs value; --warmup-ms (the untimed decode before
 --   each candidate, scored by wall clock or by GPU timestamps); a winner beats the knob's default by 1 %
---   (tune.pick); the context the candidates run at (hint context's, or longer if they need it).
+--   (tune.pick), and a winner other than the default beats it again when both are measured once more
+--   (tune.decide); the context the candidates run at (hint context's, or longer if they need it).
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -80,6 +81,58 @@ check.case("a knob's winner must beat the value it started from by the margin (t
   check.eq(tune.pick(4, { { value = 8 }, { value = 16 } }), 4, "none measured: the start")
 end)
 
+check.case("a winner other than the start is measured again after the start, and must win again (tune.decide)",
+           function()
+  local function rows(t)
+    local r = {}
+    for i = 1, #t, 2 do r[#r + 1] = { value = t[i], score = t[i + 1] } end
+    return r
+  end
+  -- remeasure from a table of new scores, recording the order it was asked in
+  local function again(scores)
+    local asked = {}
+    return function(v) asked[#asked + 1] = v; return scores[tostring(v)] end, asked
+  end
+  local re, asked = again({ ["0"] = 1.000, ["128"] = 0.985 })
+  local v, kept, checked = tune.decide(0, rows({ 0, 1.012, 64, 1.000, 128, 0.998 }), re)
+  check.eq(v, 128, "the winner holds its lead in the check")
+  check.eq(kept, false, "nothing kept")
+  check.eq(#asked, 2, "two measurements")
+  check.eq(asked[1], 0, "the start first")
+  check.eq(asked[2], 128, "then the winner")
+  check.eq(#checked, 2, "the check's rows")
+  check.eq(checked[1].score, 1.000, "the start's new score")
+  check.eq(checked[2].score, 0.985, "the winner's new score")
+  re, asked = again({ ["0"] = 1.000, ["128"] = 0.995 })
+  v, kept, checked = tune.decide(0, rows({ 0, 1.012, 64, 1.000, 128, 0.998 }), re)
+  check.eq(v, 0, "a lead of 1.4 % that shrinks to 0.5 % in the check: the start stays")
+  check.eq(kept, true, "and says so")
+  check.eq(#checked, 2, "with the check's rows")
+  re, asked = again({ ["auto"] = 1.000, ["fused"] = 1.003 })
+  v, kept = tune.decide("auto", rows({ "auto", 1.020, "fused", 1.000 }), re)
+  check.eq(v, "auto", "the winner slower than the start in the check: the start stays")
+  check.eq(kept, true, "kept")
+  re, asked = again({})
+  v, kept, checked = tune.decide(0, rows({ 0, 1.000, 8, 0.995 }), re)
+  check.eq(v, 0, "the start wins by the margin rule: no check")
+  check.eq(kept, true, "a faster candidate lost to the margin")
+  check.eq(#asked, 0, "nothing measured again")
+  check.eq(#checked, 0, "no check rows")
+  v, kept, checked = tune.decide(0, rows({ 0, 0.900, 8, 0.950 }), re)
+  check.eq(v, 0, "the start is best: no check")
+  check.eq(kept, false, "nothing lost")
+  check.eq(#asked, 0, "nothing measured again")
+  v = tune.decide(0, { { value = 0 }, { value = 8, score = 0.999 } }, re)
+  check.eq(v, 8, "the start failed: the best measured, unchecked")
+  check.eq(#asked, 0, "nothing measured again")
+  v, kept = tune.decide(0, rows({ 0, 1.000, 8, 0.980 }), (again({ ["8"] = 0.970 })))
+  check.eq(v, 8, "the start fails in the check: the winner as measured")
+  check.eq(kept, false, "nothing kept")
+  v, kept = tune.decide(0, rows({ 0, 1.000, 8, 0.980 }), (again({ ["0"] = 1.000 })))
+  check.eq(v, 0, "the winner fails in the check: the start stays")
+  check.eq(kept, true, "kept")
+end)
+
 local cache_file
 check.case("tune --quick --json writes the cache file", function()
   local out, e = must({ "tune", "--model", MODEL, "--quick", "--tokens", "4", "--prompt-tokens", "6", "--runs", "1", "--json" })
@@ -96,8 +149,36 @@ check.case("tune --quick --json writes the cache file", function()
   check.eq(t.key.hidden, 64, "key: hidden size")
   -- the KV caches' size decides the plan (a sliding layer's attention prologue is fused only where its cache
   -- holds the window): the candidates are timed at the context a session with these hints gets
-  check.eq(json_of(out).context, 4096, "measured at hint context's default, not at prompt + tokens")
+  local res = json_of(out)
+  check.eq(res.context, 4096, "measured at hint context's default, not at prompt + tokens")
   check.truthy(e:find("context 4096", 1, true) ~= nil, "the context on stderr")
+  -- every knob's rows: its candidates (the start first), then the check's two rows where a candidate other than
+  -- the start won; the hint stored is what tune.decide makes of them
+  local knobs, order = {}, {}
+  for _, r in ipairs(res.results) do
+    if not knobs[r.knob] then knobs[r.knob] = { first = {}, check = {} }; order[#order + 1] = r.knob end
+    local k = knobs[r.knob]
+    check.eq(order[#order], r.knob, "a knob's rows are together")
+    if r.check then k.check[#k.check + 1] = r
+    else check.eq(#k.check, 0, r.knob .. ": the check comes after the candidates"); k.first[#k.first + 1] = r end
+  end
+  local n_checks = 0
+  for _, name in ipairs(order) do
+    local k = knobs[name]
+    local start = k.first[1].value
+    local winner = tune.pick(start, k.first)
+    if #k.check > 0 then
+      n_checks = n_checks + 1
+      check.eq(#k.check, 2, name .. ": the check measures two values")
+      check.eq(tostring(k.check[1].value), tostring(start), name .. ": the start first")
+      check.eq(tostring(k.check[2].value), tostring(winner), name .. ": then the winner")
+    end
+    local scores = {}
+    for _, r in ipairs(k.check) do scores[tostring(r.value)] = r.score end
+    local expect = tune.decide(start, k.first, function(v) return scores[tostring(v)] end)
+    check.eq(tostring(res.hints[name]), tostring(expect), name .. ": the stored value is tune.decide's")
+  end
+  check.eq(select(2, e:gsub("%[check%]", "")), 2 * n_checks, "a [check] line per measurement of a check")
 end)
 
 check.case("the tuned session's context: hint context, or what the measurements need where that is longer", function()

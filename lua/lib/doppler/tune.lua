@@ -41,6 +41,30 @@ function M.pick(start, rows, margin)
   return start, true
 end
 
+-- A knob's winner as pick() finds it, checked again where it is not the start: remeasure(v) (a score, or nil if
+-- the measurement failed) times the start and then the winner once more, and the winner stays only if it also
+-- beats the start's new score by the margin. Returns the value, whether the start stays although a candidate
+-- was faster (by less than the margin, or not in the check), and the check's rows ({ value, score }; empty
+-- when nothing was checked). Why: each knob's start is measured first, right after the previous knob's
+-- candidates, and there it read ~1 % slower than the same configuration measured later: on the H100 a tune of
+-- Gemma 3 1B Q4_K_M kept four winners that led their starts by 1.0-1.2 % of GPU time, and decoded no faster
+-- with them (883.6 against 883.7 tok/s, docs/BENCHMARKS.md 53a). In the check the start no longer comes first.
+function M.decide(start, rows, remeasure, margin)
+  local v, kept = M.pick(start, rows, margin)
+  if kept or tostring(v) == tostring(start) then return v, kept, {} end
+  local start_measured = false
+  for _, r in ipairs(rows) do
+    if r.score and tostring(r.value) == tostring(start) then start_measured = true end
+  end
+  if not start_measured then return v, kept, {} end   -- the start failed: nothing to check against
+  local again = { { value = start, score = remeasure(start) } }
+  again[2] = { value = v, score = remeasure(v) }
+  if again[1].score == nil then return v, false, again end   -- the start failed now: the winner as measured
+  if again[2].score == nil then return start, true, again end  -- the winner failed now: the start stays
+  local v2 = M.pick(start, again, margin)
+  return v2, tostring(v2) == tostring(start), again
+end
+
 function M.cache_dir()
   local d = os.getenv("DOPPLER_CACHE_DIR")
   if d and d ~= "" then return d end
