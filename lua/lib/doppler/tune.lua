@@ -46,9 +46,11 @@ end
 -- beats the start's new score by the margin. Returns the value, whether the start stays although a candidate
 -- was faster (by less than the margin, or not in the check), and the check's rows ({ value, score }; empty
 -- when nothing was checked). Why: each knob's start is measured first, right after the previous knob's
--- candidates, and there it read ~1 % slower than the same configuration measured later: on the H100 a tune of
--- Gemma 3 1B Q4_K_M kept four winners that led their starts by 1.0-1.2 % of GPU time, and decoded no faster
--- with them (883.6 against 883.7 tok/s, docs/BENCHMARKS.md 53a). In the check the start no longer comes first.
+-- candidates, and there the same configuration read up to 1.5 % slower than elsewhere in the tune (H100: Llama
+-- 3.2 1B Q4_K_M's q_matmul_head=auto 1.2201 ms per token first, 1.2093 in its check; docs/BENCHMARKS.md 53a,
+-- 53b). Without the check a tune of Gemma 3 1B Q4_K_M there kept four winners that led their starts by 1.0-1.2 %
+-- of GPU time, and decoded no faster with them (883.6 against 883.7 tok/s, 53a). In the check the start no
+-- longer comes first.
 function M.decide(start, rows, remeasure, margin)
   local v, kept = M.pick(start, rows, margin)
   if kept or tostring(v) == tostring(start) then return v, kept, {} end
