@@ -286,49 +286,46 @@ local function main(argv)
 
   local rows, n_done = {}, 0
   local best_values = {}
+  -- knob k at value v measured: its row (ok, score, ...; check marks a check's) is added to rows and returned;
+  -- progress(row) writes the line on stderr
+  local function measure_value(k, v, progress, check)
+    h:set(k.name, v, "doppler tune")
+    local ok, r = pcall(function()
+      if k.reload then open_session(); smp = sampler.new(s, { temperature = 0 }) end
+      s:drop_plans()
+      return measure(s, smp, o, k.wall)
+    end)
+    local row = { knob = k.name, value = v, ok = ok, check = check }
+    if ok then
+      row.score, row.decode_ms, row.prefill_ms, row.wall_ms = r.score, r.decode_ms, r.prefill_ms, r.wall_ms
+      row.warmup_runs = r.warmup_runs
+    else
+      row.error = tostring(r)
+    end
+    rows[#rows + 1] = row
+    progress(row)
+    return row
+  end
+  local function outcome(k, row)
+    if not row.ok then return "failed: " .. row.error end
+    return ("%s ms/token%s"):format(fmt_ms(row.score), k.wall and " wall" or " GPU")
+  end
   for _, k in ipairs(plan) do
     local start = h:get(k.name)
     local knob_rows = {}
     for _, v in ipairs(k.cands) do
       n_done = n_done + 1
-      h:set(k.name, v, "doppler tune")
-      local ok, r = pcall(function()
-        if k.reload then open_session(); smp = sampler.new(s, { temperature = 0 }) end
-        s:drop_plans()
-        return measure(s, smp, o, k.wall)
+      measure_value(k, v, function(row)
+        if row.ok then knob_rows[#knob_rows + 1] = row end
+        log("[%d/%d] %s=%s: %s%s\n", n_done, total, k.name, tostring(v), outcome(k, row),
+            row.ok and (" (best %s=%s)"):format(k.name, tostring((tune.pick(start, knob_rows)))) or "")
       end)
-      local row = { knob = k.name, value = v, ok = ok }
-      if ok then
-        row.score, row.decode_ms, row.prefill_ms, row.wall_ms = r.score, r.decode_ms, r.prefill_ms, r.wall_ms
-        row.warmup_runs = r.warmup_runs
-        knob_rows[#knob_rows + 1] = row
-        log("[%d/%d] %s=%s: %s ms/token%s (best %s=%s)\n", n_done, total, k.name, tostring(v), fmt_ms(r.score),
-            k.wall and " wall" or " GPU", k.name, tostring((tune.pick(start, knob_rows))))
-      else
-        row.error = tostring(r)
-        log("[%d/%d] %s=%s: failed: %s\n", n_done, total, k.name, tostring(v), tostring(r))
-      end
-      rows[#rows + 1] = row
     end
     -- a winner other than the start is measured again after the start (tune.decide says why)
     local function remeasure(v)
-      h:set(k.name, v, "doppler tune")
-      local ok, r = pcall(function()
-        if k.reload then open_session(); smp = sampler.new(s, { temperature = 0 }) end
-        s:drop_plans()
-        return measure(s, smp, o, k.wall)
-      end)
-      local row = { knob = k.name, value = v, ok = ok, check = true }
-      if ok then
-        row.score, row.decode_ms, row.prefill_ms, row.wall_ms = r.score, r.decode_ms, r.prefill_ms, r.wall_ms
-        row.warmup_runs = r.warmup_runs
-        log("[check] %s=%s: %s ms/token%s\n", k.name, tostring(v), fmt_ms(r.score), k.wall and " wall" or " GPU")
-      else
-        row.error = tostring(r)
-        log("[check] %s=%s: failed: %s\n", k.name, tostring(v), tostring(r))
-      end
-      rows[#rows + 1] = row
-      return ok and r.score or nil
+      return measure_value(k, v, function(row)
+        log("[check] %s=%s: %s\n", k.name, tostring(v), outcome(k, row))
+      end, true).score
     end
     local best_v, kept, checked = tune.decide(start, knob_rows, remeasure)
     if kept and #checked > 0 then
