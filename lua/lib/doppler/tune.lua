@@ -21,10 +21,10 @@ M.VERSION = 1
 
 -- A knob's winner: the value it started from (its default: the tuner measures it too) unless another candidate
 -- scored at least MARGIN lower (scores are ms per token, lower is better). rows: { value, score } per candidate
--- measured (score nil: failed). Returns the value, and whether a faster candidate lost to the margin. Why a
--- margin: on the H100 a tune's scores of one unchanged configuration spread by ~0.8 %, and winners that each
--- beat the default's score by less than 1 % made Gemma 3 1B Q4_K_M decode 1.2-1.6 % slower than the defaults
--- they replaced (docs/BENCHMARKS.md 44e, 44g).
+-- measured (score nil: failed). Returns the value, whether a faster candidate lost to the margin, and the
+-- start's score (nil: not measured, or failed). Why a margin: on the H100 a tune's scores of one unchanged
+-- configuration spread by ~0.8 %, and winners that each beat the default's score by less than 1 % made Gemma 3
+-- 1B Q4_K_M decode 1.2-1.6 % slower than the defaults they replaced (docs/BENCHMARKS.md 44e, 44g).
 M.MARGIN = 0.01
 function M.pick(start, rows, margin)
   margin = margin or M.MARGIN
@@ -36,9 +36,9 @@ function M.pick(start, rows, margin)
     end
   end
   if best_v == nil then return start, false end
-  if start_score == nil or tostring(best_v) == tostring(start) then return best_v, false end
-  if best_score <= start_score * (1 - margin) then return best_v, false end
-  return start, true
+  if start_score == nil or tostring(best_v) == tostring(start) then return best_v, false, start_score end
+  if best_score <= start_score * (1 - margin) then return best_v, false, start_score end
+  return start, true, start_score
 end
 
 -- A knob's winner as pick() finds it, checked again where it is not the start: remeasure(v) (a score, or nil if
@@ -52,13 +52,9 @@ end
 -- of GPU time, and decoded no faster with them (883.6 against 883.7 tok/s, 53a). In the check the start no
 -- longer comes first.
 function M.decide(start, rows, remeasure, margin)
-  local v, kept = M.pick(start, rows, margin)
-  if kept or tostring(v) == tostring(start) then return v, kept, {} end
-  local start_measured = false
-  for _, r in ipairs(rows) do
-    if r.score and tostring(r.value) == tostring(start) then start_measured = true end
-  end
-  if not start_measured then return v, kept, {} end   -- the start failed: nothing to check against
+  local v, kept, start_score = M.pick(start, rows, margin)
+  -- nothing to check: the start stays, or it failed (then nothing to check against)
+  if kept or tostring(v) == tostring(start) or start_score == nil then return v, kept, {} end
   local again = { { value = start, score = remeasure(start) } }
   again[2] = { value = v, score = remeasure(v) }
   if again[1].score == nil then return v, false, again end   -- the start failed now: the winner as measured
