@@ -1,5 +1,5 @@
 -- recipes/bench/persistent.lua: a probe of the persistent-kernel ("megakernel") design for decode.
---   doppler recipes/bench/persistent.lua [--shape llama|gemma|tiny] [--weights f16|q4] [--modes LIST] ...
+--   doppler recipes/bench/persistent.lua [--shape llama|gemma|tiny] [--weights f16|q4|q4_k_m] [--modes LIST] ...
 -- doppler's decode records one dispatch per kernel with a barrier wherever a dependency exists (~7 dependent
 -- dispatches per layer). The alternative design runs a whole token, or many, in one dispatch whose
 -- workgroups stay resident and meet at grid barriers (a counter in device memory), and requests each step's
@@ -11,7 +11,9 @@
 -- gate+up with the pre-norm, down on the GLU of gate+up; then the LM head), weights and cache made on the
 -- GPU from a hash, `--tokens` tokens per submit.
 -- It is a bound, not a model: no RoPE, KV append, residual adds or sampler; norms without gains; 4-bit
--- weights with one scale per row. Each mode prints one JSON line; the modes' final activations must be the
+-- weights with one scale per row, or (--weights q4_k_m) each matrix at the bytes per weight of the ggml type
+-- `doppler convert --quant q4_k_m` gives it, with int8 activations and packed dot products as gemv_q's
+-- (the shader says how; q/k/v and o in f16, as doppler's decode reads their f16 copies on the H100). Each mode prints one JSON line; the modes' final activations must be the
 -- same bits (same arithmetic), and with --check (the default for --shape tiny) they are compared with a CPU
 -- reference. A persistent run needs every workgroup resident at once: --groups at most what the device
 -- holds (the H100: one 1024-invocation workgroup per SM, 132); one that is not resident gives up after a
@@ -29,6 +31,31 @@ local SHAPES = {   -- hidden, q (attention output), q+k+v, intermediate, layers,
 }
 local FILE = "probe/persistent_chain.comp"
 local NORM, GLU, ATTN = 1, 2, 4
+local FMT = { f16 = 0, q4 = 8, q5 = 8 | 32, q8 = 16 }   -- the shader's mixed weight types (flags bits 3-5)
+local FMT_BYTES = { f16 = 2, q4 = 18 / 32, q5 = 22 / 32, q8 = 34 / 32 }   -- bytes per weight: F16, Q4_K, Q5_0, Q8_0
+
+-- --weights q4_k_m: the type of each matrix as `doppler convert --quant q4_k_m` makes it (llama.cpp's rules:
+-- Q4_K, Q5_0 where rows of 1152 are not whole 256-blocks, Q6_K for down on the use_more_bits layers and for
+-- the head, Q8_0 for a head of rows of 1152), as the probe's nearest types: Q6_K (0.8125 bytes) as q5 (0.6875).
+-- q/k/v and o are f16: doppler's decode reads their f16 copies on the H100 (hint q_matmul auto). tiny takes
+-- every type, so that the CPU check covers each.
+local function more_bits(i, n) return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2 end
+local Q4KM = {
+  gemma = function(name, i, n)
+    if name == "gate_up" then return "q5" end
+    if name == "down" then return more_bits(i, n) and "q5" or "q4" end
+    if name == "head" then return "q8" end
+    return "f16"
+  end,
+  llama = function(name, i, n)
+    if name == "gate_up" then return "q4" end
+    if name == "down" or name == "head" then return (name == "head" or more_bits(i, n)) and "q5" or "q4" end
+    return "f16"
+  end,
+  tiny = function(name, i)
+    return ({ qkv = "f16", o = "q8", gate_up = "q5", down = i == 0 and "q4" or "q5", head = "q8" })[name]
+  end,
+}
 local MAX_P = 1024   -- the kernel's MAX_P
 
 local spec = {
@@ -37,7 +64,8 @@ local spec = {
           "dispatch (grid barriers), on the same kernel; one JSON line per mode.",
   options = {
     { "--shape", "NAME", "llama (Llama 3.2 1B), gemma (Gemma 3 1B) or tiny", default = "llama" },
-    { "--weights", "TYPE", "f16, or q4 (4-bit, one f32 scale per row)", default = "f16" },
+    { "--weights", "TYPE", "f16, q4 (4-bit, one f32 scale per row), or q4_k_m (each matrix at its Q4_K_M\n" ..
+      "type's bytes, int8 activations and packed dot products)", default = "f16" },
     { "--modes", "LIST", "persistent, dispatch, chain (a dispatch per step, ordered by counters instead of\n" ..
       "barriers), sync (the three with empty steps: the cost of ordering)",
       default = "dispatch,persistent" },
@@ -69,10 +97,11 @@ local function hash(i)
 end
 
 -- The steps of one token: { N, K, flags } per GEMV or attention, in order.
-local function token_ops(s, head, attention, P, norm)
+local function token_ops(s, head, attention, P, norm, types)
   local NORM = norm and NORM or 0
   local ops = {}
-  for _ = 1, s.layers do
+  for layer = 0, s.layers - 1 do
+    local first = #ops + 1
     ops[#ops + 1] = { N = s.qkv, K = s.hidden, flags = NORM, name = "qkv" }
     if attention then
       ops[#ops + 1] = { N = s.q, K = s.q, flags = ATTN, name = "attention", hd = s.head_dim, heads = s.heads,
@@ -81,8 +110,15 @@ local function token_ops(s, head, attention, P, norm)
     ops[#ops + 1] = { N = s.hidden, K = s.q, flags = 0, name = "o" }
     ops[#ops + 1] = { N = 2 * s.inter, K = s.hidden, flags = NORM, name = "gate_up" }
     ops[#ops + 1] = { N = s.hidden, K = s.inter, flags = GLU, name = "down" }
+    for j = first, #ops do ops[j].layer = layer end
   end
-  if head then ops[#ops + 1] = { N = s.vocab, K = s.hidden, flags = NORM, name = "head" } end
+  if head then ops[#ops + 1] = { N = s.vocab, K = s.hidden, flags = NORM, name = "head", layer = 0 } end
+  for _, op in ipairs(ops) do
+    if op.flags & ATTN == 0 then
+      op.fmt = types and types(op.name, op.layer, s.layers) or "f16"
+      op.flags = op.flags | FMT[op.fmt]
+    end
+  end
   return ops
 end
 
@@ -96,36 +132,44 @@ end
 
 local function align(v, a) return (v + a - 1) // a * a end
 
--- Lays the weights out (each matrix, then its row scales for q4) and fills them on the GPU.
+-- Lays the weights out (each matrix, then its row scales for q4, or its chunks' f16 scales and fifth bits for
+-- the mixed types) and fills them on the GPU.
 local function make_weights(dev, ops, q4, init)
   local off = 0
-  local function wbytes(op)   -- a GEMV's weights, or an attention step's f16 keys (and as many values)
+  local function wbytes(op)   -- a GEMV's weights (codes), or an attention step's f16 keys (and as many values)
     if op.flags & ATTN ~= 0 then return op.P * op.kv * op.hd * 2 end
+    if op.fmt ~= "f16" then return op.fmt == "q8" and op.N * op.K or op.N * op.K // 2 end
     return op.N * op.K * (q4 and 1 or 2) // (q4 and 2 or 1)
   end
   for _, op in ipairs(ops) do
     op.w_off = off
     off = align(off + wbytes(op), 256)
+    op.s_off, op.h_off = 0, 0
     if op.flags & ATTN ~= 0 then op.s_off = off; off = align(off + wbytes(op), 256)
-    elseif q4 then op.s_off = off; off = align(off + 4 * op.N, 256) else op.s_off = 0 end
+    elseif op.fmt ~= "f16" then
+      op.s_off = off; off = align(off + 2 * (op.N * op.K // 32), 256)
+      if op.fmt == "q5" then op.h_off = off; off = align(off + 4 * (op.N * op.K // 32), 256) end
+    elseif q4 then op.s_off = off; off = align(off + 4 * op.N, 256) end
   end
   local w = dev:tensor { dtype = "u8", shape = { math.max(off, 256) } }
   local rec = dev:recorder()
+  local function fill(at, words, kind, kk, groups)
+    rec:dispatch(init, { groups }, push_of { w = w, w_off = at, words = words, kind = kind, kk = kk })
+  end
   for _, op in ipairs(ops) do
     local attn = op.flags & ATTN ~= 0
-    local push = { w = w, w_off = op.w_off, words = wbytes(op) // 4, kind = (q4 and not attn) and 1 or 0, kk = op.K }
-    rec:dispatch(init, { 1024 }, push_of(push))
-    if attn then
-      push.w_off = op.s_off
-      rec:dispatch(init, { 1024 }, push_of(push))
-    elseif q4 then
-      push.w_off, push.words, push.kind = op.s_off, op.N, 2
-      rec:dispatch(init, { 64 }, push_of(push))
-    end
+    fill(op.w_off, wbytes(op) // 4, (q4 or op.fmt ~= "f16") and not attn and 1 or 0, op.K, 1024)
+    if attn then fill(op.s_off, wbytes(op) // 4, 0, op.K, 1024)
+    elseif op.fmt ~= "f16" then
+      fill(op.s_off, op.N * op.K // 64, 0, op.K, 256)   -- f16 scales, two a word: |v| in [0.5, 1)
+      if op.fmt == "q5" then fill(op.h_off, op.N * op.K // 32, 1, op.K, 256) end
+    elseif q4 then fill(op.s_off, op.N, 2, op.K, 64) end
   end
   rec:run()
   return w, off
 end
+
+local function f32(v) return (string.unpack("<f", string.pack("<f", v))) end
 
 -- CPU reference of `steps` steps from the act the script uploaded (slot 0).
 local function reference(ops, q4, x0, steps)
@@ -175,12 +219,44 @@ local function reference(ops, q4, x0, steps)
       xv[k] = v * scale
     end
     local y = {}
+    if op.fmt ~= "f16" then   -- the mixed types: x as the int8 codes the shader stages, each times its d
+      for g = 0, K // 32 - 1 do
+        local amax = 0
+        for i = 1, 32 do amax = math.max(amax, math.abs(f32(xv[32 * g + i]))) end
+        local e = 0   -- frexp's exponent: 2^(e - 1) <= amax < 2^e
+        if amax > 0 then
+          e = math.floor(math.log(amax, 2)) + 1
+          while 2.0 ^ (e - 1) > amax do e = e - 1 end
+          while 2.0 ^ e <= amax do e = e + 1 end
+        end
+        for i = 1, 32 do
+          local q = f32(xv[32 * g + i]) * 2.0 ^ (7 - e)
+          local r = math.floor(q + 0.5)
+          if r - q == 0.5 and r % 2 ~= 0 then r = r - 1 end   -- roundEven
+          xv[32 * g + i] = math.max(-127, math.min(127, r)) * 2.0 ^ (e - 7)
+        end
+      end
+    end
     for n = 0, op.N - 1 do
       local acc = 0
       for k = 0, K - 1 do
         local e = n * K + k
         local wv
-        if q4 then wv = ((hash(op.w_off // 4 + e // 8) >> (4 * (e % 8))) & 15) - 8 else wv = half(op.w_off, e) end
+        if op.fmt ~= "f16" then
+          local g = e // 32
+          local sc = half(op.s_off, g)
+          if op.fmt == "q8" then
+            local b = (hash(op.w_off // 4 + e // 4) >> (8 * (e % 4))) & 255
+            wv = (b >= 128 and b - 256 or b) * sc
+          else
+            local j = e % 32
+            local byte = (hash(op.w_off // 4 + g * 4 + (j % 16) // 4) >> (8 * (j % 4))) & 255
+            local code = j < 16 and (byte & 15) or (byte >> 4)
+            if op.fmt == "q5" then code = code | (((hash(op.h_off // 4 + g) >> j) & 1) << 4) end
+            wv = (code - (op.fmt == "q5" and 16 or 8)) * sc
+          end
+        elseif q4 then wv = ((hash(op.w_off // 4 + e // 8) >> (4 * (e % 8))) & 15) - 8
+        else wv = half(op.w_off, e) end
         acc = acc + wv * xv[k + 1]
       end
       local r = q4 and (0.75 + (hash(op.s_off // 4 + n) & 255) / 512) * 0.25 / math.sqrt(K) or 1 / math.sqrt(K)
@@ -238,8 +314,11 @@ local function main(argv)
   local o = cli.parse(argv, spec)
   if #o._ > 0 then error(("unexpected argument '%s' (options start with --)"):format(o._[1]), 0) end
   local s = SHAPES[o.shape] or error(("--shape: '%s' is not llama, gemma or tiny"):format(o.shape), 0)
-  if o.weights ~= "f16" and o.weights ~= "q4" then error(("--weights: '%s' is not f16 or q4"):format(o.weights), 0) end
+  if o.weights ~= "f16" and o.weights ~= "q4" and o.weights ~= "q4_k_m" then
+    error(("--weights: '%s' is not f16, q4 or q4_k_m"):format(o.weights), 0)
+  end
   local q4 = o.weights == "q4"
+  local types = o.weights == "q4_k_m" and Q4KM[o.shape] or nil
   local SYNC = { acquire = 0, volatile = 1, fence = 2 }
   if not SYNC[o.sync] then error(("--sync: '%s' is not acquire, volatile or fence"):format(o.sync), 0) end
   local modes = {}
@@ -268,7 +347,7 @@ local function main(argv)
       c.groups, caps.name), 0)
   end
   local function kern(mode, max_k)
-    return dev:kernel { file = FILE, constants = { WG = o.wg, UN = o.un, Q4 = q4 and 1 or 0, MODE = mode,
+    return dev:kernel { file = FILE, constants = { WG = o.wg, UN = o.un, Q4 = q4 and 1 or types and 2 or 0, MODE = mode,
                                                    MAX_K = max_k, SYNC = SYNC[o.sync] } }
   end
   local init = kern(3, 32)
@@ -276,9 +355,9 @@ local function main(argv)
   local rows = {}
   for _, mode in ipairs(modes) do
     local sync = mode == "sync"
-    c.ops = sync and {} or token_ops(s, not o.no_head, not o.no_attention, o.context, not o.no_norm)
+    c.ops = sync and {} or token_ops(s, not o.no_head, not o.no_attention, o.context, not o.no_norm, types)
     if sync then   -- empty steps (no rows), each staging an x of 32 values: what ordering alone costs
-      for i = 1, 4 * s.layers do c.ops[i] = { N = 0, K = 32, flags = 0, name = "empty" } end
+      for i = 1, 4 * s.layers do c.ops[i] = { N = 0, K = 32, flags = 0, name = "empty", fmt = "f16" } end
     end
     c.w, c.wbytes = make_weights(dev, c.ops, q4, init)
     local max_k = 32
@@ -295,7 +374,7 @@ local function main(argv)
     for _, op in ipairs(c.ops) do
       tab[#tab + 1] = string.pack("<I4I4I4I4I4I4I4I4I4I4I4I4", op.w_off & 0xffffffff, op.w_off >> 32, op.N, op.K,
                                   op.flags, op.s_off & 0xffffffff, op.s_off >> 32, 0,
-                                  op.hd or 0, op.heads or 0, op.kv or 0, op.P or 0)
+                                  op.hd or op.h_off & 0xffffffff, op.heads or op.h_off >> 32, op.kv or 0, op.P or 0)
     end
     c.opt = dev:tensor { dtype = "u8", shape = { #tab * 48 } }
     c.opt:upload(table.concat(tab))
@@ -317,6 +396,7 @@ local function main(argv)
       local bytes = 0
       for _, op in ipairs(c.ops) do
         if op.flags & ATTN ~= 0 then bytes = bytes + 2 * op.P * op.kv * op.hd * 2
+        elseif op.fmt ~= "f16" then bytes = bytes + op.N * op.K * FMT_BYTES[op.fmt]
         else bytes = bytes + op.N * op.K * (q4 and 0.5 or 2) + (q4 and 4 * op.N or 0) end
       end
       local r = {

@@ -26,7 +26,9 @@
 //
 // Steps: ops[j] = three uvec4: (weight byte offset lo, hi, N, K), (flags, scale byte offset lo, hi, 0),
 // (head_dim, heads, kv_heads, P); flags bit 0: x is RMS-normalised first (no gain); bit 1: x[k] = silu(a[k]) *
-// a[k + K] of the input a (GLU); bit 2: an attention step instead of a GEMV (below).
+// a[k + K] of the input a (GLU); bit 2: an attention step instead of a GEMV (below). With Q4 = 2 (mixed, below)
+// bits 3-5 give a GEMV's weight type: none f16, bit 3 q4, bit 3 + bit 5 q5, bit 4 q8; the third uvec4 then
+// holds (q5's fifth bits' byte offset lo, hi, 0, 0).
 // Attention step: x (K = heads * head_dim) holds each head's query; the f16 keys and values of P positions are
 // [P, kv_heads, head_dim] at the weight offset and at the scale offset. Workgroup g takes heads g, g + G, ...:
 // y[h, :] = softmax_p(q_h . k_p / sqrt(head_dim)) v_p, with kv head h / (heads / kv_heads).
@@ -40,13 +42,29 @@
 //       w_off, words, kind (0: f16 pairs, 1: nibbles, 2: f32 row scales of a K-column matrix), kk (that K),
 //       target (MODE 4: the count to wait for; 0 for the first step after a reset).
 // Spec constants: WG (workgroup size), UN (16-byte weight chunks in flight per lane, per buffer), Q4 (0: f16
-//   weights, 1: 4-bit), MODE, MAX_K (the largest K of the chain), SYNC (the grid barrier, below: 0 acquire,
-//   1 volatile, 2 fence).
+//   weights, 1: 4-bit, 2: mixed), MODE, MAX_K (the largest K of the chain), SYNC (the grid barrier, below: 0
+//   acquire, 1 volatile, 2 fence).
+// Mixed (Q4 = 2; runs 54): each GEMV has the type its flags name, at the bytes of a ggml type: q4 = Q4_0 / Q4_K
+//   (a 16-byte chunk of 32 codes, byte j holding element j in its low nibble and j + 16 in its high one, and an
+//   f16 scale per chunk: 0.5625 bytes per weight), q5 = Q5_0 (q4 plus a u32 of fifth bits per chunk, bit j for
+//   element j: 0.6875), q8 = Q8_0 (16 signed bytes per chunk, an f16 scale per 32: 1.0625); values code - 8,
+//   code - 16 and code. Their x is staged as int8 (gemv_q's DP_XQ8 scheme: 32 values per group, a scale d and
+//   the sum of the codes) and each 16-byte chunk is summed by 8 (q4, q5) or 4 (q8) packed dot products
+//   (SPV_KHR_integer_dot_product), as doppler's gemv_q does: the arithmetic of ~1 instruction per weight that
+//   its quantised rows need to be bound by bytes, which the 4-bit path (Q4 = 1, ~5 per weight) is not. d is a
+//   power of two (2^(e - 7), amax = m 2^e), so that v / d is exact and the CPU reference quantises x bit for bit.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_spirv_intrinsics : require
 #include "dp_common.glsl"
+
+// The packed dot products of dp_quant_x8.glsl (which see): signed x signed and signed x unsigned bytes.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4(uint a, uint b, spirv_literal int packed_format);
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
+int sudot4(uint a, uint b, spirv_literal int packed_format);
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;
@@ -78,15 +96,19 @@ layout(push_constant) uniform Push {
 } p;
 
 const uint SPIN_LIMIT = 1u << 24;  // a grid barrier that never fills (G too large to be resident) gives up
-const uint EPT = Q4 != 0u ? 32u : 8u;   // weights per 16-byte chunk
+const uint EPT = Q4 == 1u ? 32u : 8u;   // weights per 16-byte chunk (Q4 = 2: per step, Step.ept)
+const uint F_Q4 = 8u, F_Q8 = 16u, F_Q5 = 32u;   // mixed: the flags of a step's weight type
 
 // x of the step. Lane l of a subgroup reads chunk l's EPT values, EPT floats after lane l - 1's. For 4-bit
 // weights (EPT = 32) 4 floats of padding after every 32 put the 16-byte reads of 8 lanes on 8 different bank
 // groups (without, that path ran at ~0.3 TB/s on the H100: run 28a); f16 (EPT = 8) has a 2-way conflict left,
 // and no room for padding at K = 8192 in 48 KiB.
-const uint XPAD = Q4 != 0u ? 4u : 0u;
+const uint XPAD = Q4 == 1u ? 4u : 0u;
 shared vec4 xs[MAX_K / 4u + (MAX_K / EPT) * XPAD / 4u];
 uint xpos(uint k) { return k + (k / EPT) * XPAD; }
+// Mixed: an int8 x lives in xs too (a step stages one form): group g's codes of elements 0-15 at xs[g], of
+// 16-31 at xs[XG + g] (lane l reads 16 consecutive bytes: no bank conflict), (d, sum of codes) at xs[2 XG + g].
+const uint XG = MAX_K / 32u;
 shared float red[WG];   // one partial per subgroup (WG bounds their number); the attention's V partials
 const uint MAX_P = 1024u;
 shared float sc[MAX_P]; // the attention's scores, then weights
@@ -99,7 +121,9 @@ uint dp_hash(uint i)
 }
 
 // Weights of one step as seen by this subgroup: rows sg, sg + nsg, ...; each row in groups of SG * UN chunks.
-struct Step { uint64_t w; uint64_t sc; uint N; uint K; uint flags; uint cpr; uint ipr; uint iters; uvec4 at; };
+struct Step { uint64_t w; uint64_t sc; uint N; uint K; uint flags; uint cpr; uint ipr; uint iters; uvec4 at; uint ept; };
+
+bool is_quant(uint flags) { return Q4 == 2u && (flags & (F_Q4 | F_Q8)) != 0u; }
 
 Step step_at(uint j)
 {
@@ -109,7 +133,8 @@ Step step_at(uint j)
     s.w = uint64_t(p.w) + packUint2x32(a.xy);
     s.sc = uint64_t(p.w) + packUint2x32(b.yz);
     s.N = a.z; s.K = a.w; s.flags = b.x;
-    s.cpr = s.K / EPT;
+    s.ept = Q4 != 2u ? EPT : (s.flags & F_Q4) != 0u ? 32u : (s.flags & F_Q8) != 0u ? 16u : 8u;
+    s.cpr = s.K / s.ept;
     s.ipr = (s.cpr + gl_SubgroupSize * UN - 1u) / (gl_SubgroupSize * UN);
     uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
     uint rows = sg < s.N && (s.flags & 4u) == 0u ? (s.N - sg + nsg - 1u) / nsg : 0u;
@@ -117,15 +142,23 @@ Step step_at(uint j)
     return s;
 }
 
-// Loads iteration t's chunks of this lane (zeros past the row's end).
-void load_iter(Step s, uint t, inout uvec4 c[UN])
+// Loads iteration t's chunks of this lane (zeros past the row's end); for a mixed quantised step also each
+// chunk's scale (cs) and fifth bits (c5), in the same round trip.
+void load_iter(Step s, uint t, inout uvec4 c[UN], inout float cs[UN], inout uint c5[UN])
 {
     uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
     uint row = sg + (t / s.ipr) * nsg, g = t % s.ipr;
     V4In wr = V4In(s.w + uint64_t(row) * uint64_t(s.cpr) * 16ul);
+    bool q = is_quant(s.flags), q8 = (s.flags & F_Q8) != 0u, q5 = (s.flags & F_Q5) != 0u;
     [[unroll]] for (uint u = 0u; u < UN; u++) {
         uint ch = (g * UN + u) * gl_SubgroupSize + gl_SubgroupInvocationID;
-        c[u] = (t < s.iters && ch < s.cpr) ? wr.v[ch] : uvec4(0u);
+        bool live = t < s.iters && ch < s.cpr;
+        c[u] = live ? wr.v[ch] : uvec4(0u);
+        if (q) {
+            uint gi = row * (s.K / 32u) + (q8 ? ch / 2u : ch);   // the chunk's group of 32 weights
+            cs[u] = live ? unpackHalf2x16(uint(U16In(s.sc).v[gi])).x : 0.0;
+            c5[u] = (live && q5) ? U32In(uint64_t(p.w) + packUint2x32(s.at.xy)).v[gi] : 0u;
+        }
     }
 }
 
@@ -142,7 +175,7 @@ float dot_f16(uvec4 c, uint k0)
 // One 16-byte chunk of a weight row against x[k0 .. k0 + EPT).
 float dot_chunk(uvec4 c, uint k0)
 {
-    if (Q4 == 0u) return dot_f16(c, k0);
+    if (Q4 != 1u) return dot_f16(c, k0);
     uint b = xpos(k0) / 4u;
     float a = 0.0;
     [[unroll]] for (uint q = 0u; q < 4u; q++) {
@@ -154,6 +187,34 @@ float dot_chunk(uvec4 c, uint k0)
            + (float((w >> 24u) & 15u) - 8.0) * hi.z + (float(w >> 28u) - 8.0) * hi.w;
     }
     return a;
+}
+
+// Mixed: chunk ch of a q4 / q5 row (32 codes, fifth bits f5) against group ch of the int8 x, scaled by its d.
+// Bits 4i .. 4i + 3 of f5 go to bit 4 of bytes 0-3 (dp_quant_x8.glsl's multiply).
+float dot_q45(uvec4 c, uint ch, bool q5, uint f5)
+{
+    uvec4 xl = floatBitsToUint(xs[ch]), xh = floatBitsToUint(xs[XG + ch]);
+    vec4 dq = xs[2u * XG + ch];
+    int sum = 0;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        uint lo = c[i] & 0x0f0f0f0fu, hi = (c[i] >> 4u) & 0x0f0f0f0fu;
+        if (q5) {
+            lo |= (((f5 >> (4u * i)) & 15u) * 0x02040810u) & 0x10101010u;
+            hi |= (((f5 >> (16u + 4u * i)) & 15u) * 0x02040810u) & 0x10101010u;
+        }
+        sum += sudot4(xl[i], lo, 0) + sudot4(xh[i], hi, 0);
+    }
+    return dq.x * float(sum - (q5 ? 16 : 8) * int(dq.y));
+}
+
+// Mixed: chunk ch of a q8 row (16 signed codes) against its half of group ch / 2 of the int8 x.
+float dot_q8(uvec4 c, uint ch)
+{
+    uint g = ch >> 1u;
+    uvec4 xq = floatBitsToUint(xs[(ch & 1u) * XG + g]);
+    int sum = 0;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) sum += sdot4(xq[i], c[i], 0);
+    return xs[2u * XG + g].x * float(sum);
 }
 
 // The grid barrier, three ways (spec constant SYNC):
@@ -229,6 +290,35 @@ void stage_x(Step s, uint in_base)
         for (uint i = 0u; i < gl_NumSubgroups; i++) ss += red[i];
         scale = inversesqrt(ss / float(s.K) + 1e-6);
     }
+    if (is_quant(s.flags)) {   // an invocation per group of 32: int8 codes, d = 2^(e - 7), the codes' sum
+        for (uint g = lid; g < s.K / 32u; g += WG) {
+            float v[32];
+            float amax = 0.0;
+            [[unroll]] for (uint i = 0u; i < 32u; i++) {
+                uint k = 32u * g + i;
+                float a = p.act.v[in_base + k];
+                if ((s.flags & 2u) != 0u) a = a / (1.0 + exp(-a)) * p.act.v[in_base + k + s.K];
+                v[i] = a * scale;
+                amax = max(amax, abs(v[i]));
+            }
+            int e;
+            frexp(amax, e);
+            float inv = ldexp(1.0, 7 - e);
+            uvec4 lo = uvec4(0u), hi = uvec4(0u);
+            int sq = 0;
+            [[unroll]] for (uint i = 0u; i < 32u; i++) {
+                int q = clamp(int(roundEven(v[i] * inv)), -127, 127);
+                sq += q;
+                if (i < 16u) lo[i / 4u] |= uint(q & 255) << (8u * (i % 4u));
+                else hi[(i - 16u) / 4u] |= uint(q & 255) << (8u * (i % 4u));
+            }
+            xs[g] = uintBitsToFloat(lo);
+            xs[XG + g] = uintBitsToFloat(hi);
+            xs[2u * XG + g] = vec4(ldexp(1.0, e - 7), float(sq), 0.0, 0.0);
+        }
+        barrier();
+        return;
+    }
     for (uint k = lid; k < s.K; k += WG) {
         float v = p.act.v[in_base + k];
         if ((s.flags & 2u) != 0u) {
@@ -299,29 +389,35 @@ void run_step(uint s_idx, bool wait, uint target)
     Step s = step_at(j);
     uint in_base = ((p.first + s_idx) & 1u) * p.slot, out_base = (((p.first + s_idx) & 1u) ^ 1u) * p.slot;
     uvec4 cur[UN], nxt[UN];
-    load_iter(s, 0u, cur);                    // requested before the wait: weights do not depend on x
+    float cur_s[UN], nxt_s[UN];
+    uint cur_5[UN], nxt_5[UN];
+    load_iter(s, 0u, cur, cur_s, cur_5);      // requested before the wait: weights do not depend on x
     if (wait) grid_wait(target);
     stage_x(s, in_base);
     if ((s.flags & 4u) != 0u) { attention_step(s, out_base); return; }
     uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
     float acc = 0.0;
     for (uint t = 0u; t < s.iters; t++) {
-        load_iter(s, t + 1u, nxt);            // the next iteration's chunks are in flight while these are summed
+        load_iter(s, t + 1u, nxt, nxt_s, nxt_5);   // the next iteration's chunks are in flight while these are summed
         uint g = t % s.ipr;
         [[unroll]] for (uint u = 0u; u < UN; u++) {
             uint ch = (g * UN + u) * gl_SubgroupSize + gl_SubgroupInvocationID;
-            if (ch < s.cpr) acc += dot_chunk(cur[u], ch * EPT);
+            if (ch < s.cpr) {
+                if (!is_quant(s.flags)) acc += dot_chunk(cur[u], ch * s.ept);
+                else if ((s.flags & F_Q8) != 0u) acc += cur_s[u] * dot_q8(cur[u], ch);
+                else acc += cur_s[u] * dot_q45(cur[u], ch, (s.flags & F_Q5) != 0u, cur_5[u]);
+            }
         }
         if (g == s.ipr - 1u) {
             float sum = subgroupAdd(acc);
             uint row = sg + (t / s.ipr) * nsg;
             if (gl_SubgroupInvocationID == 0u) {
-                float r = Q4 != 0u ? F32In(s.sc).v[row] : inversesqrt(float(s.K));
+                float r = Q4 == 1u ? F32In(s.sc).v[row] : inversesqrt(float(s.K));
                 p.act.v[out_base + row] = sum * r;
             }
             acc = 0.0;
         }
-        [[unroll]] for (uint u = 0u; u < UN; u++) cur[u] = nxt[u];
+        [[unroll]] for (uint u = 0u; u < UN; u++) { cur[u] = nxt[u]; cur_s[u] = nxt_s[u]; cur_5[u] = nxt_5[u]; }
     }
 }
 

@@ -337,7 +337,7 @@ check.case("persistent.lua: a token's GEMV and attention steps as dispatches, as
   -- The persistent mode runs one workgroup here: llvmpipe ends an invocation's loops once their trips together
   -- pass 65535, so a grid barrier's poll between workgroups cannot be relied on (the shader's header; the
   -- H100 runs compare the modes bit for bit). The dispatch mode uses three. The script fails on a wrong output.
-  for _, w in ipairs({ "f16", "q4" }) do
+  for _, w in ipairs({ "f16", "q4", "q4_k_m" }) do
     -- 3 dispatch-mode workgroups for 4 heads, and 80 positions for 64 invocations: both loops run twice
     local rows = bench("persistent", { "--shape", "tiny", "--weights", w, "--tokens", "3", "--runs", "1", "--wg", "64",
                                       "--groups", "1", "--dispatch-groups", "3", "--modes", "dispatch,persistent,chain,sync",
@@ -356,6 +356,13 @@ check.case("persistent.lua: a token's GEMV and attention steps as dispatches, as
                      mode .. ": compared with the CPU reference")
         positive(r, "weight_bytes_per_token")
       end
+    end
+    if w == "q4_k_m" then
+      -- tiny takes every mixed type: per layer q/k/v f16 (128 x 64 x 2 bytes), attention's f16 keys and values
+      -- (2 x 80 x 2 x 16 x 2), o q8 (64 x 64 x 34 / 32), gate+up q5 (256 x 64 x 22 / 32), down q4 in layer 0
+      -- and q5 in layer 1 (64 x 128 x 18 or 22 / 32); the head q8 (160 x 64 x 34 / 32)
+      local layer = 16384 + 10240 + 4352 + 11264
+      check.eq(rows[1].weight_bytes_per_token, 2 * layer + 4608 + 5632 + 10880, "q4_k_m: each matrix at its type's bytes")
     end
     check.eq(rows[1].dispatches, 3 * steps, "dispatch mode: one dispatch per step")
     check.eq(rows[1].barriers, 3 * steps - 1, "dispatch mode: a barrier between steps")
