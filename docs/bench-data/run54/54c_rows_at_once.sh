@@ -2,8 +2,8 @@
 # Run 54c (session 47): 54a again after the probe's mixed GEMVs were changed to read every chunk of a lane's rows
 # in one round trip (lanes per row by the row's length, `--un` chunks per lane: 8, and 4 and 16 once; once without
 # the head), against one persistent dispatch, GEMVs alone and with the probe's attention step (96 positions), two
-# rounds; then doppler's own decode of the synthetic Q4_K_M models in the same call (2 fresh processes each, the
-# first profiled). On the lent GPU machine: LIMIT=540 bash docs/bench-data/run54/54c_rows_at_once.sh
+# rounds; then, on a machine other than an H100 (54a has the H100's), doppler's own decode of the synthetic Q4_K_M
+# models in the same call (2 fresh processes each, the first profiled). On the lent GPU machine: LIMIT=540 bash docs/bench-data/run54/54c_rows_at_once.sh
 . scripts/device/env.sh
 export DOPPLER_GPU_TIMEOUT_MS=20000
 T0=$(date +%s)
@@ -25,7 +25,10 @@ for round in 1 2; do
   done
 done
 echo "probe done $(( $(date +%s) - T0 )) s" >> $OUT/54c_log.txt
-for m in gemma-q4_k_m llama-q4_k_m; do
+# doppler's decode only where the machine is not an H100: 54a timed it on this kind already (making the models
+# takes ~150 s of a call)
+grep -q H100 $OUT/54c_gpu.txt && DECODE_MODELS= || DECODE_MODELS="gemma-q4_k_m llama-q4_k_m"
+for m in $DECODE_MODELS; do
   left 150 || break
   path=$(model $m)
   for i in 1 2; do
