@@ -26,8 +26,9 @@ for round in 1 2; do
 done
 echo "probe done $(( $(date +%s) - T0 )) s" >> $OUT/54c_log.txt
 # doppler's decode only where the machine is not an H100: 54a timed it on this kind already (making the models
-# takes ~150 s of a call)
+# takes ~150 s of a call), and not with NO_DECODE=1
 grep -q H100 $OUT/54c_gpu.txt && DECODE_MODELS= || DECODE_MODELS="gemma-q4_k_m llama-q4_k_m"
+[ -n "${NO_DECODE:-}" ] && DECODE_MODELS=""
 for m in $DECODE_MODELS; do
   left 150 || break
   path=$(model $m)
