@@ -121,7 +121,8 @@ uint dp_hash(uint i)
     return h;
 }
 
-// Weights of one step as seen by this subgroup: rows sg, sg + nsg, ...; each row in groups of SG * UN chunks.
+// Weights of one step as seen by this subgroup: rows sg, sg + nsg, ...; each row in groups of SG * UN chunks
+// (mixed: row groups of rpi rows, below).
 struct Step { uint64_t w; uint64_t sc; uint N; uint K; uint flags; uint cpr; uint ipr; uint iters; uvec4 at; uint ept;
               uint lpr; uint rpi; };
 
@@ -141,7 +142,9 @@ Step step_at(uint j)
     if (Q4 == 2u) {
         // Mixed: every row a subgroup takes is read in one round trip. lpr lanes per row (the smallest power of
         // two whose UN chunks each cover the row, at most the subgroup), rpi = subgroup / lpr rows at a time;
-        // an iteration is rpi rows (and, past 32 UN chunks a row, one block of lpr UN of their chunks).
+        // an iteration is rpi rows (and, past subgroup * UN chunks a row, one block of lpr * UN of their
+        // chunks). Session 47's first form (54a, 54b) ran a 32-lane subgroup per row, UN chunks a lane, a row
+        // per iteration: one round trip per row, and on rows of 1152 (36 Q5_0 chunks) 28 of 64 slots idle.
         s.lpr = 1u;
         while (s.lpr < gl_SubgroupSize && s.lpr * UN < s.cpr) s.lpr <<= 1;
         s.ipr = (s.cpr + s.lpr * UN - 1u) / (s.lpr * UN);
