@@ -75,8 +75,7 @@ local spec = {
     { "--dispatch-groups", "N", "workgroups per dispatch in dispatch mode (0: --groups)", type = "int",
       default = 0, min = 0 },
     { "--wg", "N", "workgroup size", type = "int", default = 1024, min = 32 },
-    { "--un", "N", "16-byte weight chunks in flight per lane (0: 2, or 8 with q4_k_m, whose GEMVs load\n" ..
-      "every chunk of a lane's row at once)", type = "int", default = 0, min = 0 },
+    { "--un", "N", "16-byte weight chunks in flight per lane", type = "int", default = 2, min = 1 },
     { "--sync", "KIND", "grid barrier: acquire, volatile (no acquire) or fence (the shader says how)",
       default = "fence" },
     { "--no-head", nil, "leave the LM head out of a token" },
@@ -347,7 +346,6 @@ local function main(argv)
     error(("--groups %d: a CPU device (%s) cannot hold a grid barrier between workgroups; use --groups 1"):format(
       c.groups, caps.name), 0)
   end
-  if o.un == 0 then o.un = types and 8 or 2 end
   local function kern(mode, max_k)
     return dev:kernel { file = FILE, constants = { WG = o.wg, UN = o.un, Q4 = q4 and 1 or types and 2 or 0, MODE = mode,
                                                    MAX_K = max_k, SYNC = SYNC[o.sync] } }

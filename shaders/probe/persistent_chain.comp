@@ -56,7 +56,6 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
-#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_spirv_intrinsics : require
 #include "dp_common.glsl"
@@ -121,10 +120,8 @@ uint dp_hash(uint i)
     return h;
 }
 
-// Weights of one step as seen by this subgroup: rows sg, sg + nsg, ...; each row in groups of SG * UN chunks
-// (mixed: row groups of rpi rows, below).
-struct Step { uint64_t w; uint64_t sc; uint N; uint K; uint flags; uint cpr; uint ipr; uint iters; uvec4 at; uint ept;
-              uint lpr; uint rpi; };
+// Weights of one step as seen by this subgroup: rows sg, sg + nsg, ...; each row in groups of SG * UN chunks.
+struct Step { uint64_t w; uint64_t sc; uint N; uint K; uint flags; uint cpr; uint ipr; uint iters; uvec4 at; uint ept; };
 
 bool is_quant(uint flags) { return Q4 == 2u && (flags & (F_Q4 | F_Q8)) != 0u; }
 
@@ -138,34 +135,11 @@ Step step_at(uint j)
     s.N = a.z; s.K = a.w; s.flags = b.x;
     s.ept = Q4 != 2u ? EPT : (s.flags & F_Q4) != 0u ? 32u : (s.flags & F_Q8) != 0u ? 16u : 8u;
     s.cpr = s.K / s.ept;
-    uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
-    if (Q4 == 2u) {
-        // Mixed: every row a subgroup takes is read in one round trip. lpr lanes per row (the smallest power of
-        // two whose UN chunks each cover the row, at most the subgroup), rpi = subgroup / lpr rows at a time;
-        // an iteration is rpi rows (and, past subgroup * UN chunks a row, one block of lpr * UN of their
-        // chunks). Session 47's first form (54a, 54b) ran a 32-lane subgroup per row, UN chunks a lane, a row
-        // per iteration: one round trip per row, and on rows of 1152 (36 Q5_0 chunks) 28 of 64 slots idle.
-        s.lpr = 1u;
-        while (s.lpr < gl_SubgroupSize && s.lpr * UN < s.cpr) s.lpr <<= 1;
-        s.ipr = (s.cpr + s.lpr * UN - 1u) / (s.lpr * UN);
-        s.rpi = gl_SubgroupSize / s.lpr;
-        uint groups = (s.N + s.rpi - 1u) / s.rpi;
-        uint mine = sg < groups && (s.flags & 4u) == 0u ? (groups - sg + nsg - 1u) / nsg : 0u;
-        s.iters = mine * s.ipr;
-        return s;
-    }
-    s.lpr = gl_SubgroupSize; s.rpi = 1u;
     s.ipr = (s.cpr + gl_SubgroupSize * UN - 1u) / (gl_SubgroupSize * UN);
+    uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
     uint rows = sg < s.N && (s.flags & 4u) == 0u ? (s.N - sg + nsg - 1u) / nsg : 0u;
     s.iters = rows * s.ipr;
     return s;
-}
-
-// Chunk u of this lane in block g of its row: lanes of a row take consecutive chunks.
-uint chunk_of(Step s, uint g, uint u)
-{
-    if (Q4 == 2u) return (g * UN + u) * s.lpr + gl_SubgroupInvocationID % s.lpr;
-    return (g * UN + u) * gl_SubgroupSize + gl_SubgroupInvocationID;
 }
 
 // Loads iteration t's chunks of this lane (zeros past the row's end); for a mixed quantised step also each
@@ -174,12 +148,11 @@ void load_iter(Step s, uint t, inout uvec4 c[UN], inout float cs[UN], inout uint
 {
     uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
     uint row = sg + (t / s.ipr) * nsg, g = t % s.ipr;
-    if (Q4 == 2u) row = row * s.rpi + gl_SubgroupInvocationID / s.lpr;   // (mixed: row group -> this lane's row)
     V4In wr = V4In(s.w + uint64_t(row) * uint64_t(s.cpr) * 16ul);
     bool q = is_quant(s.flags), q8 = (s.flags & F_Q8) != 0u, q5 = (s.flags & F_Q5) != 0u;
     [[unroll]] for (uint u = 0u; u < UN; u++) {
-        uint ch = chunk_of(s, g, u);
-        bool live = t < s.iters && ch < s.cpr && row < s.N;
+        uint ch = (g * UN + u) * gl_SubgroupSize + gl_SubgroupInvocationID;
+        bool live = t < s.iters && ch < s.cpr;
         c[u] = live ? wr.v[ch] : uvec4(0u);
         if (q) {
             uint gi = row * (s.K / 32u) + (q8 ? ch / 2u : ch);   // the chunk's group of 32 weights
@@ -424,28 +397,6 @@ void run_step(uint s_idx, bool wait, uint target)
     if ((s.flags & 4u) != 0u) { attention_step(s, out_base); return; }
     uint nsg = gl_NumWorkGroups.x * gl_NumSubgroups, sg = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
     float acc = 0.0;
-    if (Q4 == 2u) {   // mixed: an iteration's loads at once, summed, then the row's lanes reduced
-        for (uint t = 0u; t < s.iters; t++) {
-            if (t > 0u) load_iter(s, t, cur, cur_s, cur_5);
-            uint g = t % s.ipr;
-            [[unroll]] for (uint u = 0u; u < UN; u++) {
-                uint ch = chunk_of(s, g, u);
-                if (ch < s.cpr) {
-                    if (!is_quant(s.flags)) acc += dot_chunk(cur[u], ch * s.ept);
-                    else if ((s.flags & F_Q8) != 0u) acc += cur_s[u] * dot_q8(cur[u], ch);
-                    else acc += cur_s[u] * dot_q45(cur[u], ch, (s.flags & F_Q5) != 0u, cur_5[u]);
-                }
-            }
-            if (g == s.ipr - 1u) {
-                for (uint off = s.lpr / 2u; off > 0u; off >>= 1) acc += subgroupShuffleXor(acc, off);
-                uint row = (sg + (t / s.ipr) * nsg) * s.rpi + gl_SubgroupInvocationID / s.lpr;
-                if (gl_SubgroupInvocationID % s.lpr == 0u && row < s.N)
-                    p.act.v[out_base + row] = acc * inversesqrt(float(s.K));
-                acc = 0.0;
-            }
-        }
-        return;
-    }
     for (uint t = 0u; t < s.iters; t++) {
         load_iter(s, t + 1u, nxt, nxt_s, nxt_5);   // the next iteration's chunks are in flight while these are summed
         uint g = t % s.ipr;

@@ -3,7 +3,9 @@
 # in one round trip (lanes per row by the row's length, `--un` chunks per lane: 8, and 4 and 16 once; once without
 # the head), against one persistent dispatch, GEMVs alone and with the probe's attention step (96 positions), two
 # rounds; then, on a machine other than an H100 (54a has the H100's), doppler's own decode of the synthetic Q4_K_M
-# models in the same call (2 fresh processes each, the first profiled). On the lent GPU machine: LIMIT=540 bash docs/bench-data/run54/54c_rows_at_once.sh
+# models in the same call (2 fresh processes each, the first profiled). Run at bdba599, whose probe change was then
+# reverted: apply it first (`git apply docs/bench-data/run54/54c_rows_at_once.diff`). On the lent GPU machine, as
+# run: NO_DECODE=1 LIMIT=300 bash docs/bench-data/run54/54c_rows_at_once.sh
 . scripts/device/env.sh
 export DOPPLER_GPU_TIMEOUT_MS=20000
 T0=$(date +%s)
