@@ -13,8 +13,8 @@
 -- It is a bound, not a model: no RoPE, KV append, residual adds or sampler; norms without gains; 4-bit
 -- weights with one scale per row, or (--weights q4_k_m) each matrix at the bytes per weight of the ggml type
 -- `doppler convert --quant q4_k_m` gives it, with int8 activations and packed dot products as gemv_q's
--- (the shader says how; q/k/v and o in f16, as doppler's decode reads their f16 copies on the H100). Each mode prints one JSON line; the modes' final activations must be the
--- same bits (same arithmetic), and with --check (the default for --shape tiny) they are compared with a CPU
+-- (the shader says how; q/k/v and o in f16, as doppler's decode reads their f16 copies on the H100).
+-- Each mode prints one JSON line; the modes' final activations must be the same bits (same arithmetic), and with --check (the default for --shape tiny) they are compared with a CPU
 -- reference. A persistent run needs every workgroup resident at once: --groups at most what the device
 -- holds (the H100: one 1024-invocation workgroup per SM, 132); one that is not resident gives up after a
 -- spin limit and the script fails rather than hang.
@@ -49,7 +49,8 @@ local Q4KM = {
   end,
   llama = function(name, i, n)
     if name == "gate_up" then return "q4" end
-    if name == "down" or name == "head" then return (name == "head" or more_bits(i, n)) and "q5" or "q4" end
+    if name == "down" then return more_bits(i, n) and "q5" or "q4" end
+    if name == "head" then return "q5" end
     return "f16"
   end,
   tiny = function(name, i)
@@ -347,8 +348,9 @@ local function main(argv)
       c.groups, caps.name), 0)
   end
   local function kern(mode, max_k)
-    return dev:kernel { file = FILE, constants = { WG = o.wg, UN = o.un, Q4 = q4 and 1 or types and 2 or 0, MODE = mode,
-                                                   MAX_K = max_k, SYNC = SYNC[o.sync] } }
+    local Q4 = q4 and 1 or types and 2 or 0   -- the shader's weights: f16, 4-bit, or mixed (q4_k_m)
+    return dev:kernel { file = FILE, constants = { WG = o.wg, UN = o.un, Q4 = Q4, MODE = mode, MAX_K = max_k,
+                                                   SYNC = SYNC[o.sync] } }
   end
   local init = kern(3, 32)
 

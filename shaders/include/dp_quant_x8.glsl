@@ -12,20 +12,11 @@
 //   dqu_codes8(un, u, h)      the 16 codes of half h of unit un as bytes, and
 //   x8_dot16(c, q)            sum of code * q over them (exact, an int)
 //   x8_half_acc(c, xg, a, b, acc)  a half-unit's term added to acc, in the one order both kernels use
-// The dot products come from SPV_KHR_integer_dot_product (Vulkan 1.3 shaderIntegerDotProduct; caps
-// integer_dot), written with GL_EXT_spirv_intrinsics because Debian 12's glslang predates
-// GL_EXT_integer_dot_product. The packed operand format 0 is PackedVectorFormat4x8Bit.
+// The dot products are dp_dot8.glsl's.
 #ifndef DP_QUANT_X8_GLSL
 #define DP_QUANT_X8_GLSL
 
-#extension GL_EXT_spirv_intrinsics : require
-
-// OpSDotKHR (4450): signed x signed bytes; OpSUDotKHR (4452): signed (first) x unsigned (second) bytes.
-// Capabilities DotProductKHR (6019) and DotProductInput4x8BitPackedKHR (6018).
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
-int x8_sdot4(uint a, uint b, spirv_literal int packed_format);
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
-int x8_sudot4(uint a, uint b, spirv_literal int packed_format);
+#include "dp_dot8.glsl"
 
 // The two-plane form (DP_XQ8_PLANES 2): the remainder r = v - d * q1 (|r| <= d / 2) quantised again with
 // e = d / 254, so that x = d * q1 + e * q2 within e / 2 = max|x| / 64516 (finer than f16's 2^-11): one

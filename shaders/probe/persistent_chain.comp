@@ -57,14 +57,8 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_memory_scope_semantics : require
-#extension GL_EXT_spirv_intrinsics : require
 #include "dp_common.glsl"
-
-// The packed dot products of dp_quant_x8.glsl (which see): signed x signed and signed x unsigned bytes.
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
-int sdot4(uint a, uint b, spirv_literal int packed_format);
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
-int sudot4(uint a, uint b, spirv_literal int packed_format);
+#include "dp_dot8.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;
@@ -202,7 +196,7 @@ float dot_q45(uvec4 c, uint ch, bool q5, uint f5)
             lo |= (((f5 >> (4u * i)) & 15u) * 0x02040810u) & 0x10101010u;
             hi |= (((f5 >> (16u + 4u * i)) & 15u) * 0x02040810u) & 0x10101010u;
         }
-        sum += sudot4(xl[i], lo, 0) + sudot4(xh[i], hi, 0);
+        sum += x8_sudot4(xl[i], lo, 0) + x8_sudot4(xh[i], hi, 0);
     }
     return dq.x * float(sum - (q5 ? 16 : 8) * int(dq.y));
 }
@@ -213,7 +207,7 @@ float dot_q8(uvec4 c, uint ch)
     uint g = ch >> 1u;
     uvec4 xq = floatBitsToUint(xs[(ch & 1u) * XG + g]);
     int sum = 0;
-    [[unroll]] for (uint i = 0u; i < 4u; i++) sum += sdot4(xq[i], c[i], 0);
+    [[unroll]] for (uint i = 0u; i < 4u; i++) sum += x8_sdot4(xq[i], c[i], 0);
     return xs[2u * XG + g].x * float(sum);
 }
 
