@@ -12,7 +12,8 @@
 --   attention_wg pick other variants with the same logits, and a value that does not suit the head_dim or
 --   the device is an error listing the valid ones; auto takes one q head per workgroup, and attention_heads
 --   puts more of a kv head's q heads in one (the plan's spec constants G and GS say so) with the same logits;
---   attention_splits' auto chunks (256 / (kv heads x T) on a GPU, 1 on a CPU device) on fake devices, and
+--   attention_splits' auto chunks (256 / (kv heads x T) and one per 128 x T keys of the capacity on a GPU, 1
+--   on a CPU device) on fake devices, and
 --   several chunks per query on this device (the grid says so) with the logits of the auto plan; a context
 --   shorter than a sliding layer's window + T - 1 keeps rope_kv and attention_rope (its caches never wrap),
 --   with the logits of the unfused plan and of a longer context.
@@ -230,13 +231,20 @@ local function attention_chunks(names, groups)
   return n
 end
 
-check.case("attention_splits: 256 / (kv heads x T) chunks on a GPU, 1 on a CPU device (more past its loop bound); several chunks, same logits", function()
+check.case("attention_splits: 256 / (kv heads x T) chunks on a GPU (and one per 128 x T keys), 1 on a CPU device (more past its loop bound); several chunks, same logits", function()
   local lower = require "doppler.lower"
   local function on(kind) return { dev = { caps = function() return { type = kind } end } } end
   -- Gemma 3 1B: 1 kv head, one token, a 4096-key cache, chunks of at least 8 keys
   check.eq(lower.attention_decode_chunks(on("discrete"), {}, 1, 1, 4096, 8), 64, "GPU: 256, at most 64")
   check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 1, 4096, 8), 32, "GPU, 8 kv heads: 32")
   check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 2, 4096, 8), 16, "GPU, 8 kv heads, 2 tokens: 16")
+  -- at least one chunk per 128 x T keys of the capacity, at most 64 (Llama 3.2 1B's 8 kv heads)
+  check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 1, 6000, 8), 47, "GPU, 8 kv heads, 6000 keys: 47")
+  check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 1, 16384, 8), 64, "GPU, 8 kv heads, 16384 keys: 64")
+  check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 2, 8192, 8), 32, "GPU, 8 kv heads, 2 tokens, 8192 keys: 32")
+  check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 4, 32768, 8), 64, "GPU, 8 kv heads, 4 tokens, 32768 keys: 64")
+  check.eq(lower.attention_decode_chunks(on("discrete"), { attention_splits = 32 }, 8, 1, 16384, 8), 32,
+           "GPU: the hint wins over the capacity")
   check.eq(lower.attention_decode_chunks(on("discrete"), {}, 1, 1, 100, 8), 13, "GPU: no more chunks than keys / 8")
   check.eq(lower.attention_decode_chunks(on("cpu"), {}, 1, 1, 4096, 8), 1, "CPU device: one chunk")
   check.eq(lower.attention_decode_chunks(on("cpu"), { attention_splits = 16 }, 1, 1, 4096, 8), 16, "the hint wins")
