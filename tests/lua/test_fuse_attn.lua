@@ -240,6 +240,7 @@ check.case("attention_splits: 256 / (kv heads x T) chunks on a GPU (and one per 
   check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 2, 4096, 8), 16, "GPU, 8 kv heads, 2 tokens: 16")
   -- at least one chunk per 128 x T keys of the capacity, at most 64 (Llama 3.2 1B's 8 kv heads)
   check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 1, 6000, 8), 47, "GPU, 8 kv heads, 6000 keys: 47")
+  check.eq(lower.attention_decode_chunks(on("discrete"), {}, 32, 1, 4096, 8), 32, "GPU, 32 kv heads (Phi-3 mini): 32, not 8")
   check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 1, 16384, 8), 64, "GPU, 8 kv heads, 16384 keys: 64")
   check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 2, 8192, 8), 32, "GPU, 8 kv heads, 2 tokens, 8192 keys: 32")
   check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 4, 32768, 8), 64, "GPU, 8 kv heads, 4 tokens, 32768 keys: 64")

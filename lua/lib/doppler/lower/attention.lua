@@ -147,17 +147,19 @@ end
 M.attention_decode_variant = decode_variant   -- tests check the auto rule on fake devices
 
 -- attention_decode's chunks (split-K, flash-decoding) over up to max_keys keys, each of at least min_chunk
--- keys and at most ATTN_MAX_CHUNKS: hint attention_splits, else on a GPU 256 / (kv heads x tokens) workgroups'
--- worth, and at least one chunk per ATTN_LONG_KEYS x tokens keys of the plan's capacity (max_keys: the context,
--- or the window; a pass of T tokens has T times the workgroups, as in the first term). Why 256: a GPU needs hundreds of workgroups in flight while one decode step's attention has a few
--- per kv head. Why the capacity too: a chunk's keys are read in rounds, one memory round trip each, so a long
--- context in few chunks is bound by those round trips, not by its bytes. Llama 3.2 1B Q4_K_M (8 kv heads: 32
--- chunks by the first term) after a 16,000-token prompt, context 16384, decoded at 445 tok/s with 32 chunks
--- (attention 1.35 ms of GPU time per token, ~7x its 0.52 GB of keys and values at the copy rate) and at 587
--- with 64; after a 3,900-token prompt at the default context (4096), 755-772 against 798-812 (H100,
--- docs/BENCHMARKS.md 55a). At 4096 keys this term never exceeds the first (32 / T for 8 kv heads), so plans of
--- the default context keep the chunks whose short-prompt decode the issue-7 figures measured (64 chunks there
--- have not been timed at short prompts); past it up to ATTN_MAX_CHUNKS. Chunks past the keys written so far exit at once.
+-- keys and at most ATTN_MAX_CHUNKS: hint attention_splits, else on a GPU the larger of 256 / (kv heads x tokens)
+-- workgroups' worth and one chunk per ATTN_LONG_KEYS x tokens keys of the plan's capacity (max_keys: the
+-- context, or the window; a pass of T tokens has T times the workgroups, as in the first term).
+-- Why 256: a GPU needs hundreds of workgroups in flight while one decode step's attention has a few per kv head.
+-- Why the capacity too: a chunk's keys are read in rounds, one memory round trip each, so a long context in
+-- few chunks is bound by those round trips, not by its bytes. Llama 3.2 1B Q4_K_M (8 kv heads: 32 chunks by
+-- the first term) after a 16,000-token prompt, context 16384, decoded at 445 tok/s with 32 chunks (attention
+-- 1.35 ms of GPU time per token, ~7x its 0.52 GB of keys and values at the copy rate) and at 587 with 64;
+-- after a 3,900-token prompt at the default context (4096), 755-772 against 798-812 (H100, docs/BENCHMARKS.md
+-- 55a). At 4096 keys the second term does not exceed the first for up to 8 kv heads (32 / T), so Gemma's and
+-- Llama's plans of the default context keep the chunks whose short-prompt decode the issue-7 figures measured
+-- (64 chunks there have not been timed at short prompts); a model with more kv heads (Phi-3 mini: 32, 8 chunks
+-- by the first term) takes up to 32 there. Chunks past the keys written so far exit at once.
 -- On a CPU device (caps.type "cpu": lavapipe) the built-in is 1: there workgroups run one after
 -- another on a few cores, so a split gains nothing and costs each chunk's prologue and the merge, and the
 -- chunks past the keys written so far (the plan is recorded for the whole cache) still run. On lavapipe
