@@ -14,10 +14,11 @@
 -- weights with one scale per row, or (--weights q4_k_m) each matrix at the bytes per weight of the ggml type
 -- `doppler convert --quant q4_k_m` gives it, with int8 activations and packed dot products as gemv_q's
 -- (the shader says how; q/k/v and o in f16, as doppler's decode reads their f16 copies on the H100).
--- Each mode prints one JSON line; the modes' final activations must be the same bits (same arithmetic), and with --check (the default for --shape tiny) they are compared with a CPU
--- reference. A persistent run needs every workgroup resident at once: --groups at most what the device
--- holds (the H100: one 1024-invocation workgroup per SM, 132); one that is not resident gives up after a
--- spin limit and the script fails rather than hang.
+-- Each mode prints one JSON line; the modes' final activations must be the same bits (same arithmetic), and
+-- with --check (the default for --shape tiny) they are compared with a CPU reference. A persistent run needs
+-- every workgroup resident at once: --groups at most what the device holds (the H100: one 1024-invocation
+-- workgroup per SM, 132); one that is not resident gives up after a spin limit and the script fails rather
+-- than hang.
 local doppler = require "doppler"
 local cli = require "doppler.cli"
 local json = require "doppler.json"
