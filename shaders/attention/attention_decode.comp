@@ -37,10 +37,11 @@
 //        part_o (f32 [T, n_q_heads, n_chunks, D], read-write)  part_ml (f32 [T, n_q_heads, n_chunks, 2]: m, l)
 //        counter (u32 [T * n_groups], read-write, zero between dispatches)
 //        n_tokens, n_q_heads, n_kv_heads, cap, window, scale, softcap, q_stride, kv_stride (as attention.comp),
-//        n_chunks (<= MAX_CHUNKS = 64), min_chunk (>= 1)
+//        n_chunks (<= MAX_CHUNKS), min_chunk (>= 1)
 // Spec:  WG  workgroup size, a multiple of LK (default 128); UK  key rows per cluster per round (default 4;
 //            lower/attention.lua picks 2)
 //        D   head_dim (default 256); G  q heads per workgroup (default 1); GS  workgroups per kv head (default 1)
+//        MAX_CHUNKS  the most chunks the merge holds (default 64; lower/attention.lua raises it with n_chunks)
 //        LK  lanes per key row: a power of two <= the subgroup size, D / LK a multiple of VEC (8 with
 //            DP_KV_F16, else 4); the host picks min(subgroup size, D / VEC) unless a hint says otherwise
 // Defines: DP_ACT_F16, DP_KV_F16, DP_ROPE_QK (below), DP_QK_NORM and DP_W_F32 | DP_W_F16 | DP_W_BF16 (with it)
@@ -82,6 +83,7 @@ layout(constant_id = 2) const uint G = 1;
 layout(constant_id = 3) const uint LK = 32;
 layout(constant_id = 4) const uint UK = 4;
 layout(constant_id = 10) const uint GS = 1;
+layout(constant_id = 11) const uint MAX_CHUNKS = 64;
 #ifdef DP_ROPE_QK
 layout(constant_id = 5) const uint MINC = 1;
 layout(constant_id = 6) const uint ROT = 256;
@@ -169,8 +171,7 @@ const uint NVL = EPL / VEC;   // vectors per lane
 const uint NCL = WG / LK;     // clusters per workgroup
 const float NEG = -3.0e38;    // "no key yet": exp(NEG - s) = 0 for any finite score
 
-// lower/attention.lua caps n_chunks here: the merge keeps every chunk's (m, l) in shared memory
-const uint MAX_CHUNKS = 64u;
+// MAX_CHUNKS (spec): the merge keeps every chunk's (m, l) in shared memory; n_chunks <= MAX_CHUNKS
 const uint MB = 16u;          // chunks whose partials the merge loads in one batch
 const uint EPT = (G * D + WG - 1u) / WG;   // output elements per invocation in the merge
 

@@ -6,7 +6,8 @@
 -- past ~2,200 (head_dim 256). There a prefill that may see more than cpu_prefill_keys keys must run
 -- attention_decode, in chunks of at most cpu_decode_keys; `attention_prefill=flash` and the basic kernel past
 -- their bounds are refused with a message; few keys keep attention_prefill. On a GPU the same cases check the
--- kernels its rules pick.
+-- kernels its rules pick. On every device: attention_decode with more chunks than its merge's default 64
+-- (hint attention_splits, up to 256).
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -40,6 +41,23 @@ for _, c in ipairs(cases) do
                ("CPU device, %d keys: attention_decode ran (%s)"):format(keys, table.concat(names, ",")))
       check.eq(A.used(names, "attention_prefill"), not routed, "attention_prefill ran")
     end
+  end)
+end
+
+-- More chunks than the merge's default 64 (hint attention_splits; attention_decode's MAX_CHUNKS follows): 200 and
+-- 256 chunks, of which those past the keys written so far exit, and a 2-token pass
+for _, c in ipairs {
+  { T = 1, Hq = 8, Hkv = 2, D = 64, p0 = 2000, cap = 2048, splits = 200 },
+  { T = 1, Hq = 4, Hkv = 1, D = 256, p0 = 2040, cap = 2048, splits = 256 },
+  { T = 2, Hq = 2, Hkv = 1, D = 128, p0 = 1500, cap = 2048, splits = 100 },
+} do
+  check.case(("%d chunks: T=%d Hq=%d Hkv=%d D=%d p0=%d"):format(c.splits, c.T, c.Hq, c.Hkv, c.D, c.p0), function()
+    c.mode, c.hints = "auto", { attention_splits = c.splits, attention_min_chunk = 8 }
+    local o, want, vmax, names, groups = A.run(c)
+    local n
+    for i, k in ipairs(names) do if k == "attention_decode" then n = groups[i][2] end end
+    check.eq(n, c.splits, "attention_decode's chunks")
+    A.compare(o, want, vmax, c.splits .. " chunks")
   end)
 end
 

@@ -255,8 +255,15 @@ check.case("attention_splits: 256 / (kv heads x T) chunks on a GPU (and one per 
   check.eq(lower.attention_decode_chunks(on("cpu"), { attention_splits = 2 }, 1, 1, 4096, 8, 1000), 5,
            "CPU device: a hint below the bound is raised")
   check.eq(lower.attention_decode_chunks(on("discrete"), {}, 1, 1, 4096, 8, 1000), 64, "GPU: no bound")
-  local ok, err = pcall(lower.attention_decode_chunks, on("cpu"), {}, 1, 1, 70000, 8, 1000)
-  check.truthy(not ok and tostring(err):find("loop limit", 1, true), "more than 64 chunks: refused: " .. tostring(err))
+  check.eq(lower.attention_decode_chunks(on("cpu"), {}, 1, 1, 70000, 8, 1000), 70, "CPU device: 70 chunks of <= 1000")
+  local ok, err = pcall(lower.attention_decode_chunks, on("cpu"), {}, 1, 1, 300000, 8, 1000)
+  check.truthy(not ok and tostring(err):find("loop limit", 1, true), "more than 256 chunks: refused: " .. tostring(err))
+  -- more than 64 chunks by hint only (the merge's MAX_CHUNKS follows), at most 256
+  check.eq(lower.attention_decode_chunks(on("discrete"), {}, 8, 1, 32768, 8), 64, "GPU, 32768 keys: the auto's 64")
+  check.eq(lower.attention_decode_chunks(on("discrete"), { attention_splits = 128 }, 8, 1, 16384, 8), 128,
+           "GPU: hint 128")
+  check.eq(lower.attention_decode_chunks(on("discrete"), { attention_splits = 1000 }, 8, 1, 16384, 8), 256,
+           "GPU: a hint above 256 takes 256")
   -- on this device: the auto plan against several chunks per query (the merge, and chunks past the keys
   -- written so far), in whole-model steps; context 64 with 8 keys per chunk holds at most 8 chunks
   local auto, ka, _, _, ga = steps("gemma3-tiny", { precision = "f32" })

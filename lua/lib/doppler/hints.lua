@@ -32,7 +32,7 @@ M.known = {
   attention_prefill = { values = { "auto", "coopmat", "flash", "basic" }, default = "auto",
                         doc = "attention for T > 4: tiled flash attention on cooperative matrices (coopmat: attention_prefill_cm, an error where it cannot run), on FMAs (flash), or the basic kernel (auto: coopmat where the device has VK_NV_cooperative_matrix and activations and KV are f16, else flash)" },
   attention_splits  = { kind = "int", min = 0, default = 0,
-                        doc = "flash-decoding: most key chunks per (kv head, token) (0: auto, 256 / (kv heads * T) and at least one per 128 * T keys of the context; 1 on a CPU device); at most 64 are used" },
+                        doc = "flash-decoding: most key chunks per (kv head, token) (0: auto, 256 / (kv heads * T) and at least one per 128 * T keys of the context; at most 64; 1 on a CPU device); at most 256 are used" },
   attention_min_chunk = { kind = "int", min = 0, default = 0,
                           doc = "flash-decoding: fewest keys per chunk (0: auto, one round of the workgroup: its clusters times attention_unroll)" },
   -- fuse2: attention_decode's variants (lower/attention.lua, decode_variant: a value the head_dim or the device's

@@ -61,15 +61,18 @@ end
 -- shared memory fits, else 128 (never below LK); UK = 2.
 -- Hints attention_heads / attention_lanes / attention_wg / attention_unroll override; a value this head_dim
 -- or device cannot take is an error listing the valid ones.
-local ATTN_MAX_CHUNKS = 64     -- attention_decode.comp's MAX_CHUNKS
+local ATTN_MERGE_CHUNKS = 64   -- attention_decode.comp's MAX_CHUNKS unless a plan takes more chunks
+local ATTN_MAX_CHUNKS = 256    -- the most chunks a plan may take (MAX_CHUNKS, a spec constant, follows)
+local ATTN_AUTO_CHUNKS = 64    -- the most the auto takes
 local ATTN_LONG_KEYS = 128     -- auto: at least a chunk per this many keys of the capacity (decode_chunks)
 local ATTN_SHARED = 32768      -- the least maxComputeSharedMemorySize of the devices served (lavapipe)
 
 -- attention_decode.comp's shared memory for a variant, in bytes (red_ml, the shared array sh, last_s); with
--- nl (the DP_ROPE_QK variant, rmsnorm's nl lanes per row) sh also holds the prologue's rows, plus norm_red
-local function decode_shared(wg, lk, D, G, nl)
+-- nl (the DP_ROPE_QK variant, rmsnorm's nl lanes per row) sh also holds the prologue's rows, plus norm_red;
+-- maxc: its MAX_CHUNKS (default ATTN_MERGE_CHUNKS)
+local function decode_shared(wg, lk, D, G, nl, maxc)
   local ncl = wg // lk
-  local sh = math.max(ncl * D, 2 * G * ATTN_MAX_CHUNKS + G)
+  local sh = math.max(ncl * D, 2 * G * (maxc or ATTN_MERGE_CHUNKS) + G)
   if nl then sh = math.max(sh, (wg // nl + G + 4) * D) end
   return 4 * (ncl * G * 2 + sh) + 4 + (nl and 4 * wg or 0)
 end
@@ -147,7 +150,8 @@ end
 M.attention_decode_variant = decode_variant   -- tests check the auto rule on fake devices
 
 -- attention_decode's chunks (split-K, flash-decoding) over up to max_keys keys, each of at least min_chunk
--- keys and at most ATTN_MAX_CHUNKS: hint attention_splits, else on a GPU the larger of 256 / (kv heads x tokens)
+-- keys and at most ATTN_MAX_CHUNKS (256): hint attention_splits, else on a GPU (at most ATTN_AUTO_CHUNKS, 64) the
+-- larger of 256 / (kv heads x tokens)
 -- workgroups' worth and one chunk per ATTN_LONG_KEYS x tokens keys of the plan's capacity (max_keys: the
 -- context, or the window; a pass of T tokens has T times the workgroups, as in the first term).
 -- Why 256: a GPU needs hundreds of workgroups in flight while one decode step's attention has a few per kv head.
@@ -172,7 +176,8 @@ M.attention_decode_variant = decode_variant   -- tests check the auto rule on fa
 local function decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk, cpu_keys)
   local splits = hints.attention_splits or 0
   if splits == 0 then
-    splits = on_cpu(ctx) and 1 or math.max(1, 256 // (Hkv * T), ceil_div(max_keys, ATTN_LONG_KEYS * T))
+    splits = on_cpu(ctx) and 1 or math.min(ATTN_AUTO_CHUNKS,
+                                           math.max(1, 256 // (Hkv * T), ceil_div(max_keys, ATTN_LONG_KEYS * T)))
   end
   local n = math.max(1, math.min(splits, ATTN_MAX_CHUNKS, ceil_div(max_keys, min_chunk)))
   if on_cpu(ctx) and cpu_keys then
@@ -187,6 +192,18 @@ local function decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk, cpu_keys)
   return n
 end
 M.attention_decode_chunks = decode_chunks
+
+-- attention_decode's MAX_CHUNKS for n_chunks: ATTN_MERGE_CHUNKS (every plan of up to 64 chunks keeps the
+-- pipeline, and the shared memory, it had), else n_chunks, where the device's shared memory holds its merge
+local function merge_chunks(ctx, n_chunks, wg, lk, D, G, nl)
+  if n_chunks <= ATTN_MERGE_CHUNKS then return ATTN_MERGE_CHUNKS end
+  local bytes, limit = decode_shared(wg, lk, D, G, nl, n_chunks), ctx.dev:caps().max_shared_memory
+  if bytes > limit then
+    Graph.fail("attention_decode: %d chunks need %d bytes of shared memory for their merge (this device has %d): " ..
+               "lower attention_splits", n_chunks, bytes, limit)
+  end
+  return n_chunks
+end
 
 -- attention_decode's least keys per chunk (hint attention_min_chunk): one round of the workgroup (each cluster
 -- reads UK keys at once), so short contexts take few workgroups and the merge reads few partials; on a CPU
@@ -232,7 +249,7 @@ local function attention_rope(ctx, n)
   local min_chunk = decode_min_chunk(ctx, hints, D, wg, lk, uk)
   local n_chunks = decode_chunks(ctx, hints, Hkv, T, max_keys, min_chunk, M.cpu_decode_keys(D, lk))
   local consts = { WG = wg, D = D, G = G, GS = gs, LK = lk, UK = uk, MINC = min_chunk, ROT = 2 * freq.bshape[1],
-                   NL = nl }
+                   NL = nl, MAX_CHUNKS = merge_chunks(ctx, n_chunks, wg, lk, D, G, nl) }
   if rope.norm then consts.EPS, consts.WOFF = rope.eps, rope.offset end
   local push = {
     q = ctx.t(q), k = ctx.t(k), v = ctx.t(v), kc = ctx.t(kc), vc = ctx.t(vc), pos = ctx.t(pos), o = ctx.t(n),
@@ -351,7 +368,8 @@ R.attention = function(ctx, n)
     push.counter = zeroed_counters(ctx, "attention_counter", T * Hkv * gs)
     push.o, push.n_chunks, push.min_chunk = ctx.t(n), n_chunks, min_chunk
     local kd = ctx.kernel("attention/attention_decode.comp", ctx.defines(kvdef),
-                          { WG = wg, D = D, G = G, GS = gs, LK = lk, UK = uk })
+                          { WG = wg, D = D, G = G, GS = gs, LK = lk, UK = uk,
+                            MAX_CHUNKS = merge_chunks(ctx, n_chunks, wg, lk, D, G) })
     ctx.dispatch(kd, Hkv * gs, n_chunks, T, push)
   elseif mode ~= "flash" and not attention_cm_refusal(ctx, n, kv_f16, D, hints) then
     -- attention_prefill_cm: the same tiles on the matrix units, 16 rows per workgroup
