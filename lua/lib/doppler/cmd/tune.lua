@@ -99,7 +99,9 @@ local KNOBS = {
       for _, v in ipairs(hints.known.attention_heads.values) do if v == tostring(c.kv_group) then return true end end
       return false
     end },
-  { "attention_splits", full = { 0, 8, 16, 32, 64 }, quick = { 0, 16 } },
+  -- 128 and 256, past the auto's 64: for a tune at a long context (--hint context, --prompt-tokens), where 64 chunks
+  -- beat 32 by 1.32x after 16000 tokens (H100, docs/BENCHMARKS.md 55a); more have not been timed there
+  { "attention_splits", full = { 0, 8, 16, 32, 64, 128, 256 }, quick = { 0, 16 } },
   { "attention_min_chunk", full = { 0, 16, 32, 64, 128 } },
   { "attention_unroll", full = { "auto", "1", "4" }, quick = { "auto", "1" } },
   -- the side prefetcher (gpu/prefetch.h): its kernel runs beside the main queue's, so wall clock scores it
