@@ -18,6 +18,7 @@ PACKAGES=(
   libedit-dev                      # REPL line editing and history (BSD licence)
   libxxhash-dev                    # SPIR-V cache keys
   zlib1g-dev                       # tokenizer.json.gz
+  bsdutils                         # script(1): tests/e2e/test_cli.sh runs doppler on a terminal
 )
 
 missing=()

@@ -71,6 +71,18 @@ expect "DOPPLER_KERNEL_STATS=1" 0 "doppler: kernel stats: attention_decode .*loc
 expect "speed report: compile time apart" 0 \
   "3 prompt tokens, 20 generated; time to first token [0-9.]+ ms, [0-9.]+ of it compiling plans; [0-9.]+ tok/s decode, after [0-9.]+ ms compiling its plans" -- \
   "$BIN" run --model "$M" --ids 2,5,7 --max-tokens 20
+# A prompt of several prefill passes shows its progress where stderr is a terminal (script(1) gives it one):
+# one line, rewritten after each pass; none with --quiet, none where stderr is a file.
+expect "prefill progress on a terminal" 0 "prefill: 4/10 tokens.*prefill: 8/10 tokens.*prefill: 10/10 tokens" -- \
+  script -qec "$BIN run --model $M --ids 1,2,3,4,5,6,7,8,9,10 --hint prefill_chunk=4 --max-tokens 2" /dev/null
+script -qec "$BIN run --model $M --ids 1,2,3,4,5,6,7,8,9,10 --hint prefill_chunk=4 --max-tokens 2 --quiet" \
+  /dev/null >"$TMP/out" 2>&1 </dev/null
+st=$?
+if [ $st -eq 0 ] && ! grep -q "prefill:" "$TMP/out"; then ok "no prefill progress with --quiet"; else bad "prefill progress with --quiet (status $st)"; fi
+"$BIN" run --model "$M" --ids 1,2,3,4,5,6,7,8,9,10 --hint prefill_chunk=4 --max-tokens 2 >"$TMP/out" 2>"$TMP/err" </dev/null
+st=$?
+if [ $st -eq 0 ] && grep -q "10 prompt tokens" "$TMP/err" && ! grep -q "prefill:" "$TMP/err"; then
+  ok "no prefill progress where stderr is a file"; else bad "prefill progress where stderr is a file (status $st)"; fi
 expect "prompt longer than the context" nz "exceed the context of 4" -- \
   "$BIN" recipes/gemma3.lua --model "$M" --ids 1,2,3,4,5,6 --hint context=4 --quiet
 expect "token id outside the vocabulary" nz "token id 999999 is outside the vocabulary" -- \

@@ -154,6 +154,12 @@ function M.main(recipe, argv)
     end
   end })
   log("loaded %s (%s, %.1f MB on the device) in %.2f s\n", path, recipe.name, s.weight_info.bytes / 1e6, now() - t_load)
+  if show_progress then   -- a prompt of several prefill passes (hint prefill_chunk): tokens done so far
+    s.on_prefill = function(done, total)
+      io.stderr:write(("\rprefill: %d/%d tokens"):format(done, total))
+      if done == total then io.stderr:write("\n") end
+    end
+  end
 
   local tok
   if o.prompt or o.chat then

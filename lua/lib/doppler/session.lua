@@ -1,7 +1,7 @@
 -- doppler.session: a loaded model on the device, ready to run passes.
 --
 --   local s = session.open(recipe, model, { hints = h, context = 4096 })
---   s:prefill(ids)            -- the prompt, in chunks of hints.prefill_chunk; returns the last logits row
+--   s:feed(ids)               -- the prompt, in chunks of hints.prefill_chunk (progress: s.on_prefill)
 --   local id = s:decode(tok)  -- one token in, logits -> the sampler -> the next id (4 bytes read back)
 --   local ids, why = s:decode_chunk(id, steps, limit, stops)  -- many steps in one submit (doppler.loop)
 --   s:logits()                -- the last pass's logits rows (host floats), when asked for
@@ -373,7 +373,9 @@ function Session:pass(ids, first, last, all_rows)
 end
 
 -- Feeds ids (a list) in chunks of the prefill size. With all_rows, on_rows(list of strings)
--- receives every position's logits (f32 little-endian rows) as they are computed.
+-- receives every position's logits (f32 little-endian rows) as they are computed. When ids take more
+-- than one pass, self.on_prefill(done, total), if set, is called after each (each pass waits for the GPU):
+-- `doppler run` shows a long prompt's progress with it.
 function Session:feed(ids, all_rows, on_rows)
   local i = 1
   while i <= #ids do
@@ -384,6 +386,7 @@ function Session:feed(ids, all_rows, on_rows)
       self.readback_bytes = self.readback_bytes + #rows
       on_rows({ rows })
     end
+    if self.on_prefill and #ids > self.chunk then self.on_prefill(last, #ids) end
     i = last + 1
   end
 end
