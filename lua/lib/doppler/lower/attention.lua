@@ -151,9 +151,9 @@ M.attention_decode_variant = decode_variant   -- tests check the auto rule on fa
 
 -- attention_decode's chunks (split-K, flash-decoding) over up to max_keys keys, each of at least min_chunk
 -- keys and at most ATTN_MAX_CHUNKS (256): hint attention_splits, else on a GPU (at most ATTN_AUTO_CHUNKS, 64) the
--- larger of 256 / (kv heads x tokens)
--- workgroups' worth and one chunk per ATTN_LONG_KEYS x tokens keys of the plan's capacity (max_keys: the
--- context, or the window; a pass of T tokens has T times the workgroups, as in the first term).
+-- larger of 256 / (kv heads x tokens) workgroups' worth and one chunk per ATTN_LONG_KEYS x tokens keys of the
+-- plan's capacity (max_keys: the context, or the window; a pass of T tokens has T times the workgroups, as in
+-- the first term). Why the auto stops at 64: more chunks have not been timed on a GPU (docs/BENCHMARKS.md, run 56).
 -- Why 256: a GPU needs hundreds of workgroups in flight while one decode step's attention has a few per kv head.
 -- Why the capacity too: a chunk's keys are read in rounds, one memory round trip each, so a long context in
 -- few chunks is bound by those round trips, not by its bytes. Llama 3.2 1B Q4_K_M (8 kv heads: 32 chunks by
