@@ -40,14 +40,14 @@ cfg() {   # the hints of a configuration name sSrRkK (auto: none)
 path=$(model llama); log "llama made"
 for pt in 1024 3900; do
   for c in s4r1k16 auto s1r4k32 s1r2k64 s1r8k16 s2r2k32 s4r1k64 s1r1k64; do
-    left 300 && run "llama/p$pt/$c" $path $pt $(cfg $c)
+    left 200 && run "llama/p$pt/$c" $path $pt $(cfg $c)
   done
 done
-for c in s4r1k16 auto s1r4k32; do left 280 && run "llama/p16000/$c" $path 16000 $(cfg $c); done
+for c in s4r1k16 auto s1r4k32; do left 170 && run "llama/p16000/$c" $path 16000 $(cfg $c); done
 # decode after 16000 tokens (context 16384): the auto (64 chunks) against 128 and 256, alternating, unprofiled
 for r in 1 2; do
   for s in 64 128 256; do
-    left 240 || continue
+    left 130 || continue
     timeout 40 $B recipes/bench/decode.lua --model $path --prompt-tokens 16000 --tokens 128 --runs 2 --no-profile \
       --hint context=16384 --hint attention_splits=$s --label "llama/d16000/splits=$s/r$r" >> $OUT/56a_decode.jsonl 2>>$OUT/56a_err.txt
     log "llama/d16000/splits=$s/r$r rc=$?"
@@ -56,12 +56,12 @@ done
 # the fixture models' tests whose prefills run attention_prefill_cm (under the auto)
 mkdir -p $OUT/56a_tests
 for t in gemma3_fixtures families_fixtures attention_long gguf_fixtures; do
-  left 200 || { log "test_$t not run (time)"; continue; }
+  left 100 || { log "test_$t not run (time)"; continue; }
   timeout 90 $B tests/lua/test_$t.lua > $OUT/56a_tests/test_$t.txt 2>&1
   log "test_$t rc=$? ($(tail -1 $OUT/56a_tests/test_$t.txt))"
 done
 # Gemma 3 1B: head_dim 256, one kv head, 5 of 6 layers a 512-key window
-left 150 && { path=$(model gemma); log "gemma made"; }
+left 90 && { path=$(model gemma); log "gemma made"; }
 for pt in 512 3900; do
   for c in s4r1k16 s4r1k32 s2r1k16 s2r2k16 s4r2k16 s2r2k32 s8r1k16; do
     left 25 && run "gemma/p$pt/$c" $path $pt $(cfg $c)
