@@ -1,7 +1,8 @@
 -- tests/lua/lib/attention_case.lua: one attention node through the planner (doppler.lower R.attention), against
 -- a Lua reference in double precision (test_attention_cm.lua, test_attention_long.lua).
 --   local A = require "lib.attention_case"
---   local o, want, vmax, names, groups = A.run { T, Hq, Hkv, D, p0, cap, window, softcap, split, keys, mode, hints }
+--   local o, want, vmax, names, groups = A.run { T, Hq, Hkv, D, p0, cap, window, softcap, split, keys, rows, mode,
+--                                                hints }
 --   (names: the plan's kernels in order, groups: their dispatches' group counts)
 --   A.compare(o, want, vmax, what); A.used(names, "attention_decode")
 -- T tokens at positions p0 .. p0 + T - 1 after p0 cached positions (those a ring of cap slots still holds; every
@@ -25,7 +26,7 @@ local function rand()   -- deterministic, uniform in [-1, 1), a multiple of 2^-1
   return (rng_state >> 8) % 2048 / 1024 - 1
 end
 
--- c = { T, Hq, Hkv, D, p0, cap, window, softcap, split, keys, mode }
+-- c = { T, Hq, Hkv, D, p0, cap, window, softcap, split, keys, rows, mode }
 function M.run(c)
   local T, Hq, Hkv, D, p0, cap = c.T, c.Hq, c.Hkv, c.D, c.p0 or 0, c.cap or 256
   local window = c.window or 0
@@ -72,6 +73,7 @@ function M.run(c)
   h:set("attention_prefill", c.mode or "coopmat", "test")
   h:set("attention_prefill_cm_split", c.split or 0, "test")
   h:set("attention_prefill_cm_keys", c.keys or 0, "test")
+  h:set("attention_prefill_cm_rows", c.rows or 0, "test")
   for key, val in pairs(c.hints or {}) do h:set(key, val, "test") end
   local p = plan.compile(dev, g, { T = T, act = "f16", kv = "f16", hints = h, weights = {}, inputs = inputs,
                                    states = states, constants = function() end })

@@ -153,7 +153,8 @@ M.attention_decode_variant = decode_variant   -- tests check the auto rule on fa
 -- keys and at most ATTN_MAX_CHUNKS (256): hint attention_splits, else on a GPU (at most ATTN_AUTO_CHUNKS, 64) the
 -- larger of 256 / (kv heads x tokens) workgroups' worth and one chunk per ATTN_LONG_KEYS x tokens keys of the
 -- plan's capacity (max_keys: the context, or the window; a pass of T tokens has T times the workgroups, as in
--- the first term). Why the auto stops at 64: more chunks have not been timed on a GPU (docs/BENCHMARKS.md, run 56).
+-- the first term). Why the auto stops at 64: more were slower (H100, Llama 3.2 1B F16 after 16000
+-- tokens, context 16384: 491 tok/s with 64 chunks, 470 with 128, 432 with 256; docs/BENCHMARKS.md 56a).
 -- Why 256: a GPU needs hundreds of workgroups in flight while one decode step's attention has a few per kv head.
 -- Why the capacity too: a chunk's keys are read in rounds, one memory round trip each, so a long context in
 -- few chunks is bound by those round trips, not by its bytes. Llama 3.2 1B Q4_K_M (8 kv heads: 32 chunks by
@@ -263,27 +264,54 @@ local function attention_rope(ctx, n)
   ctx.dispatch(kd, Hkv * gs, n_chunks, T, push)
 end
 
+-- attention_prefill_cm's shared memory (its header)
+local function attention_cm_shared(D, split, bc, rt)
+  local sgs = split * rt
+  return (math.max(bc, 16 * rt) + bc) * (D + 8) * 2 + sgs * 16 * bc * 4 + sgs * 16 * (bc + 8) * 2 + 1024 + sgs * 64
+end
+
 -- attention_prefill_cm (attention/attention_prefill_cm.comp): flash attention on cooperative matrices, for
 -- prefill where the device has VK_NV_cooperative_matrix 16 x 16 x 16 f16 tiles (with 32-wide subgroups) and
--- q, k, v and the caches are f16. The head dims are split between SPLIT subgroups (hint
--- attention_prefill_cm_split) and each tile holds BC keys (hint attention_prefill_cm_keys).
--- auto: 4 subgroups (fewer where head_dim / 16 has fewer), 16 keys. On the H100, Gemma 3 1B 512-token
+-- q, k, v and the caches are f16. A workgroup takes RT tiles of 16 rows (hint attention_prefill_cm_rows), the
+-- head dims of each are split between SPLIT subgroups (hint attention_prefill_cm_split) and each key tile
+-- holds BC keys (hint attention_prefill_cm_keys).
+-- auto, head_dim > 128 (Gemma 3's 256): 4 subgroups, 16 keys, one row tile. On the H100, Gemma 3 1B 512-token
 -- prefill, attention per pass: 4.36 ms with attention_prefill, 1.81 at split 4, 2.58 at 8, 1.89 at split 4
 -- with 32 keys; split 2 prefilled 32.7k tok/s against 34.9k at 4 (docs/BENCHMARKS.md).
+-- auto, head_dim <= 128: one subgroup per row tile (so a tile's scores need no sum across subgroups), then
+-- the most row tiles (8, 4, 2) whose key tiles of 16 fit the shared memory, then the most keys per tile
+-- (64, 32) that still fit: head_dim 64 takes 8 row tiles of 16 keys, 128 takes 4 of 32. On the H100 (56a),
+-- Llama 3.2 1B (head_dim 64), attention per profiled prefill at 1024 / 3900 prompt tokens: 8.92 / 120.8 ms
+-- with the plan above (4 subgroups, 16 keys, 1 row tile), 3.39 / 37.6 with 4 row tiles of 64 keys, 3.30 /
+-- 39.2 with 4 of 32, 2.58 / 30.3 with 8 of 16; more rows gain more than more keys.
 local function attention_cm_params(ctx, D, hints)
   local split = hints.attention_prefill_cm_split or 0
   local bc = hints.attention_prefill_cm_keys or 0
+  local rt = hints.attention_prefill_cm_rows or 0
   if split == 0 then
-    split = 4
+    split = D <= 128 and 1 or 4
     while split > 1 and D % (16 * split) ~= 0 do split = split // 2 end
   end
-  return split, bc ~= 0 and bc or 16
+  local limit = ctx.dev:caps().max_shared_memory
+  if rt == 0 then
+    rt = 1
+    if split == 1 then
+      for _, r in ipairs { 8, 4, 2 } do
+        if attention_cm_shared(D, split, math.max(bc, 16), r) <= limit then rt = r; break end
+      end
+    end
+  end
+  if bc == 0 then
+    bc = 16
+    if rt > 1 then
+      for _, b in ipairs { 64, 32 } do
+        if attention_cm_shared(D, split, b, rt) <= limit then bc = b; break end
+      end
+    end
+  end
+  return split, bc, rt
 end
-
--- the kernel's shared memory (its header)
-local function attention_cm_shared(D, split, bc)
-  return 2 * bc * (D + 8) * 2 + split * 16 * bc * 4 + split * 16 * (bc + 8) * 2 + 1024 + split * 64
-end
+M.attention_prefill_cm_params = attention_cm_params   -- tests check the auto rule on fake devices
 
 -- Why attention_prefill_cm cannot take this attention node, or nil when it can.
 local function attention_cm_refusal(ctx, n, kv_f16, D, hints)
@@ -293,12 +321,16 @@ local function attention_cm_refusal(ctx, n, kv_f16, D, hints)
     return "the device has no VK_NV_cooperative_matrix 16 x 16 x 16 f16 tiles with 32-wide subgroups"
   end
   if ctx.env.act ~= "f16" or not kv_f16 then return "its activations and KV cache are not both f16" end
-  local split, bc = attention_cm_params(ctx, D, hints)
+  local split, bc, rt = attention_cm_params(ctx, D, hints)
   if D % (16 * split) ~= 0 or D > 256 then
     return ("head_dim %d is not a multiple of 16 * %d subgroups, or exceeds 256"):format(D, split)
   end
   if bc % 16 ~= 0 then return ("%d keys per tile is not a multiple of 16"):format(bc) end
-  local need, limit = attention_cm_shared(D, split, bc), c.max_shared_memory
+  if 32 * split * rt > c.max_wg_invocations then
+    return ("%d subgroups of 32 (%d split x %d row tiles) exceed the device's %d invocations per workgroup"):format(
+      split * rt, split, rt, c.max_wg_invocations)
+  end
+  local need, limit = attention_cm_shared(D, split, bc, rt), c.max_shared_memory
   if need > limit then return ("it needs %d bytes of shared memory; the device has %d"):format(need, limit) end
   return nil
 end
@@ -372,12 +404,12 @@ R.attention = function(ctx, n)
                             MAX_CHUNKS = merge_chunks(ctx, n_chunks, wg, lk, D, G) })
     ctx.dispatch(kd, Hkv * gs, n_chunks, T, push)
   elseif mode ~= "flash" and not attention_cm_refusal(ctx, n, kv_f16, D, hints) then
-    -- attention_prefill_cm: the same tiles on the matrix units, 16 rows per workgroup
-    local split, bc = attention_cm_params(ctx, D, hints)
+    -- attention_prefill_cm: the same tiles on the matrix units, 16 * RT rows per workgroup
+    local split, bc, rt = attention_cm_params(ctx, D, hints)
     push.o = ctx.t(n)
     local kp = ctx.kernel("attention/attention_prefill_cm.comp", ctx.defines(kvdef),
-                          { WG = 32 * split, D = D, SPLIT = split, BC = bc })
-    ctx.dispatch(kp, ceil_div(T * (Hq // Hkv), 16), Hkv, 1, push)
+                          { WG = 32 * split * rt, D = D, SPLIT = split, BC = bc, RT = rt })
+    ctx.dispatch(kp, ceil_div(T * (Hq // Hkv), 16 * rt), Hkv, 1, push)
   else
     if mode == "coopmat" then
       Graph.fail("hint attention_prefill=coopmat: attention at %s cannot use attention_prefill_cm: %s", n.where,
