@@ -14,6 +14,7 @@
 grep -q attention_prefill_cm_rows lua/lib/doppler/hints.lua ||
   { echo "56a: apply docs/bench-data/run56/prefill_rows.patch first (hint attention_prefill_cm_rows is missing)" >&2; exit 1; }
 . scripts/device/env.sh
+RUN=56a; . docs/bench-data/run56/prefill_lib.sh   # run, cfg, prefill_summary
 export DOPPLER_GPU_TIMEOUT_MS=30000
 T0=$(date +%s)
 LIMIT=${LIMIT:-570}
@@ -24,18 +25,6 @@ timeout 150 $B tests/lua/test_attention_cm.lua > $OUT/56a_test_attention_cm.txt 
 log "test_attention_cm rc=$? ($(tail -1 $OUT/56a_test_attention_cm.txt))"
 timeout 60 $B tests/lua/test_attention_long.lua > $OUT/56a_test_attention_long.txt 2>&1
 log "test_attention_long rc=$? ($(tail -1 $OUT/56a_test_attention_long.txt))"
-run() {   # run LABEL MODEL-PATH PROMPT [hints...]
-  local lab=$1 path=$2 pt=$3; shift 3
-  local h=(); for x in "$@"; do h+=(--hint $x); done
-  [ $pt -gt 4000 ] && h+=(--hint context=16384)
-  timeout 60 $B recipes/bench/prefill.lua --model $path --prompt-tokens $pt --tokens 4 --profile-tokens 4 --runs 2 \
-    --warmup 0 --warmup-ms 0 "${h[@]}" --label "$lab" >> $OUT/56a_prefill.jsonl 2>>$OUT/56a_err.txt
-  log "$lab rc=$?"
-}
-cfg() {   # the hints of a configuration name sSrRkK (auto: none)
-  [ $1 = auto ] && return
-  echo "attention_prefill_cm_split=$(echo $1 | sed 's/s\([0-9]*\)r.*/\1/') attention_prefill_cm_rows=$(echo $1 | sed 's/.*r\([0-9]*\)k.*/\1/') attention_prefill_cm_keys=${1##*k}"
-}
 # Llama 3.2 1B: head_dim 64, 8 kv heads, every layer global
 path=$(model llama); log "llama made"
 for pt in 1024 3900; do
@@ -68,16 +57,7 @@ for pt in 512 3900; do
   done
 done
 for c in s4r1k16 s2r2k16; do left 20 && run "gemma/p16000/$c" $path 16000 $(cfg $c); done
-python3 - $OUT/56a_prefill.jsonl > $OUT/56a_summary.txt <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    try: d = json.loads(l)
-    except Exception: continue
-    k = d.get("prefill_gpu_ms_per_kernel") or {}
-    a = sum(v for n, v in k.items() if n.startswith("attention"))
-    print("%-24s prefill %8.0f tok/s  ttft %8.1f ms  attention %8.2f ms of %8.2f GPU ms" % (
-        d["label"], d["prefill_tok_s"], d["ttft_ms"], a, d.get("prefill_gpu_ms") or 0))
-PY
+prefill_summary
 python3 -c '
 import json, sys
 for l in open(sys.argv[1]):

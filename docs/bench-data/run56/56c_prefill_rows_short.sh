@@ -6,6 +6,7 @@
 grep -q attention_prefill_cm_rows lua/lib/doppler/hints.lua ||
   { echo "56c: apply docs/bench-data/run56/prefill_rows.patch first" >&2; exit 1; }
 . scripts/device/env.sh
+RUN=56c; . docs/bench-data/run56/prefill_lib.sh   # run, cfg, prefill_summary
 export DOPPLER_GPU_TIMEOUT_MS=30000
 T0=$(date +%s); LIMIT=${LIMIT:-300}
 left() { [ $(( $(date +%s) - T0 )) -lt $(( LIMIT - $1 )) ]; }
@@ -19,24 +20,9 @@ log "test_attention_long rc=$? ($(tail -1 $OUT/56c_test_attention_long.txt))"
 wait
 for pt in 3900 16000; do
   for c in s4r1k16 auto s1r4k32; do
-    left 25 || continue
-    h=(); [ $c = s4r1k16 ] && h=(--hint attention_prefill_cm_split=4 --hint attention_prefill_cm_rows=1 --hint attention_prefill_cm_keys=16)
-    [ $c = s1r4k32 ] && h=(--hint attention_prefill_cm_split=1 --hint attention_prefill_cm_rows=4 --hint attention_prefill_cm_keys=32)
-    [ $pt -gt 4000 ] && h+=(--hint context=16384)
-    timeout 40 $B recipes/bench/prefill.lua --model $L --prompt-tokens $pt --tokens 4 --profile-tokens 4 --runs 2 \
-      --warmup 0 --warmup-ms 0 "${h[@]}" --label "llama/p$pt/$c" >> $OUT/56c_prefill.jsonl 2>>$OUT/56c_err.txt
-    log "llama/p$pt/$c rc=$?"
+    left 25 && run "llama/p$pt/$c" $L $pt $(cfg $c)
   done
 done
-python3 - $OUT/56c_prefill.jsonl > $OUT/56c_summary.txt <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    try: d = json.loads(l)
-    except Exception: continue
-    k = d.get("prefill_gpu_ms_per_kernel") or {}
-    a = sum(v for n, v in k.items() if n.startswith("attention"))
-    print("%-24s prefill %8.0f tok/s  ttft %8.1f ms  attention %8.2f ms of %8.2f GPU ms" % (
-        d["label"], d["prefill_tok_s"], d["ttft_ms"], a, d.get("prefill_gpu_ms") or 0))
-PY
+prefill_summary
 log total
 cat $OUT/56c_gpu.txt $OUT/56c_summary.txt $OUT/56c_log.txt; tail -5 $OUT/56c_err.txt

@@ -9,6 +9,7 @@
 # Llama round. One fresh process per run.
 # On the lent GPU machine: LIMIT=540 bash docs/bench-data/run56/56e_prefill_rows_auto.sh
 . scripts/device/env.sh
+RUN=56e; . docs/bench-data/run56/prefill_lib.sh   # run, cfg, prefill_summary
 export DOPPLER_GPU_TIMEOUT_MS=30000
 T0=$(date +%s); LIMIT=${LIMIT:-540}
 left() { [ $(( $(date +%s) - T0 )) -lt $(( LIMIT - $1 )) ]; }
@@ -18,18 +19,6 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 timeout 120 $B tests/lua/test_attention_cm.lua > $OUT/56e_test_attention_cm.txt 2>&1
 log "test_attention_cm rc=$? ($(tail -1 $OUT/56e_test_attention_cm.txt))"
 wait
-run() {   # run LABEL MODEL-PATH PROMPT [hints...]
-  local lab=$1 path=$2 pt=$3; shift 3
-  local h=(); for x in "$@"; do h+=(--hint $x); done
-  [ $pt -gt 4000 ] && h+=(--hint context=16384)
-  timeout 60 $B recipes/bench/prefill.lua --model $path --prompt-tokens $pt --tokens 4 --profile-tokens 4 --runs 2 \
-    --warmup 0 --warmup-ms 0 "${h[@]}" --label "$lab" >> $OUT/56e_prefill.jsonl 2>>$OUT/56e_err.txt
-  log "$lab rc=$?"
-}
-cfg() {   # the hints of a configuration name sSrRkK (auto: none)
-  [ $1 = auto ] && return
-  echo "attention_prefill_cm_split=$(echo $1 | sed 's/s\([0-9]*\)r.*/\1/') attention_prefill_cm_rows=$(echo $1 | sed 's/.*r\([0-9]*\)k.*/\1/') attention_prefill_cm_keys=${1##*k}"
-}
 llama_round() {
   for pt in 1024 3900 16000; do
     for c in auto s1r4k64; do left 30 && run "llama/p$pt/$c/r$1" $L $pt $(cfg $c); done
@@ -56,16 +45,7 @@ for r in 1 2; do
   done
 done
 llama_round 2
-python3 - $OUT/56e_prefill.jsonl > $OUT/56e_summary.txt <<'PY'
-import json, sys
-for l in open(sys.argv[1]):
-    try: d = json.loads(l)
-    except Exception: continue
-    k = d.get("prefill_gpu_ms_per_kernel") or {}
-    a = sum(v for n, v in k.items() if n.startswith("attention"))
-    print("%-24s prefill %8.0f tok/s  ttft %8.1f ms  attention %8.2f ms of %8.2f GPU ms" % (
-        d["label"], d["prefill_tok_s"], d["ttft_ms"], a, d.get("prefill_gpu_ms") or 0))
-PY
+prefill_summary
 log total
 cat $OUT/56e_gpu.txt $OUT/56e_summary.txt $OUT/56e_log.txt; grep -v '^ok' $OUT/56e_test_attention_cm.txt | head -20
 grep -h -v '^ok' $OUT/56e_tests/*.txt | head -20; tail -5 $OUT/56e_err.txt
