@@ -6,7 +6,9 @@
 --   the run goes on with the defaults; --help and a bad --knobs value; --warmup-ms (the untimed decode before
 --   each candidate, scored by wall clock or by GPU timestamps); a winner beats the knob's default by 1 %
 --   (tune.pick), and a winner other than the default beats it again when both are measured once more
---   (tune.decide); the context the candidates run at (hint context's, or longer if they need it).
+--   (tune.decide); the context the candidates run at (hint context's, or longer if they need it); --prefill (the
+--   prefill's knobs, scored by one prefill's GPU time); a tune keeps the cache's other winners, a stale file is
+--   replaced.
 package.path = arg[0]:match("^(.*/)") .. "?.lua;" .. package.path
 local check = require "lib.check"
 local doppler = require "doppler"
@@ -309,6 +311,78 @@ check.case("a corrupt, stale or invalid cache file: a warning naming it, then th
   -- generation goes on with a broken file too
   local ok = run({ "run", "--model", MODEL, "--ids", "2,10", "--max-tokens", "2", "--quiet" })
   check.truthy(ok, "generation with a broken cache file")
+end)
+
+-- The prefill's knobs as `doppler tune --prefill` takes them on this device (cmd/tune.lua's PREFILL_KNOBS).
+local function prefill_knobs()
+  local c = doppler.device():caps()
+  if c.coopmat_nv and c.subgroup_size == 32 and c.coopmat_shape then
+    return { "gemm_cm_tile", "gemm_cm_bk", "gemm_cm_splits", "attention_prefill_cm_split",
+             "attention_prefill_cm_rows", "attention_prefill_cm_keys" }, "attention_prefill_cm_rows"
+  end
+  return { "attention_prefill_lanes", "attention_prefill_rows" }, "attention_prefill_rows"
+end
+
+check.case("tune --prefill: the prefill's knobs, scored by the GPU time of one prefill of --prompt-tokens", function()
+  local out, e = must({ "tune", "--model", MODEL, "--prefill", "--quick", "--prompt-tokens", "24", "--runs", "1",
+                        "--dry-run", "--json" })
+  local res = json_of(out)
+  check.eq(res.mode, "prefill", "mode")
+  check.eq(res.prompt_tokens, 24, "the prompt measured")
+  local want = {}
+  for _, k in ipairs((prefill_knobs())) do want[k] = true end
+  local seen = {}
+  for _, r in ipairs(res.results) do
+    check.truthy(want[r.knob], r.knob .. " is a prefill knob on this device")
+    seen[r.knob] = true
+    if r.ok then
+      check.truthy(r.prefill_ms and r.prefill_ms > 0, r.knob .. ": a prefill's GPU time")
+      check.eq(r.score, r.prefill_ms, r.knob .. ": the score is the prefill's GPU ms")
+      check.eq(r.decode_ms, nil, r.knob .. ": no decode measured")
+    end
+  end
+  for k in pairs(want) do check.truthy(seen[k], k .. " measured") end
+  check.truthy(e:find("prefill knobs", 1, true) ~= nil, "stderr names the mode")
+  check.truthy(e:find("a prefill of 24 tokens", 1, true) ~= nil, "progress lines name the prompt")
+  local table_out = must({ "tune", "--model", MODEL, "--prefill", "--quick", "--prompt-tokens", "24", "--runs", "1",
+                           "--dry-run", "--knobs", select(2, prefill_knobs()) })
+  check.truthy(table_out:find("| knob | value | score ms (a prefill of 24 tokens) |", 1, true) ~= nil, "the table's score")
+  local ok, _, err = run({ "tune", "--model", MODEL, "--prefill", "--knobs", "gemv_wg" })
+  check.truthy(not ok, "a decode knob with --prefill fails")
+  check.truthy(err:find("no knob 'gemv_wg' with --prefill", 1, true) and err:find(select(2, prefill_knobs()), 1, true),
+               "names the knob and lists the prefill ones: " .. err)
+end)
+
+check.case("a tune keeps the cache's other winners (a decode tune, then a prefill tune); a stale file is replaced",
+           function()
+  write_cache()
+  local knob = select(2, prefill_knobs())
+  local args = { "tune", "--model", MODEL, "--prefill", "--quick", "--prompt-tokens", "24", "--runs", "1", "--json",
+                 "--knobs", knob }
+  local out, e = must(args)
+  local res = json_of(out)
+  local t = doppler.read_json(cache_file)
+  check.truthy(t.hints[knob] ~= nil, "the prefill knob's winner stored")
+  check.eq(tostring(t.hints[knob]), tostring(res.hints[knob]), "as the run printed it")
+  local names = {}
+  for k, v in pairs(TUNED) do
+    check.eq(t.hints[k], v, k .. ": the decode tune's winner kept")
+    names[#names + 1] = k
+  end
+  table.sort(names)
+  check.eq(table.concat(res.kept, ","), table.concat(names, ","), "the kept hints, listed")
+  check.truthy(e:find("kept from the file there: " .. names[1], 1, true) ~= nil, "and said on stderr: " .. e)
+  -- a file of another model shape is stale: replaced whole
+  local stale = check.read_file(cache_file):gsub('"hidden":64', '"hidden":65')
+  local f = assert(io.open(cache_file, "wb"))
+  f:write(stale)
+  f:close()
+  res = json_of((must(args)))
+  t = doppler.read_json(cache_file)
+  check.eq(#res.kept, 0, "nothing kept from a stale file")
+  check.eq(t.key.hidden, 64, "the key is this model's again")
+  for k in pairs(TUNED) do check.eq(t.hints[k], nil, k .. ": not carried over from the stale file") end
+  check.truthy(t.hints[knob] ~= nil, "the new winner stored")
 end)
 
 os.execute(("rm -rf '%s'"):format(dir))

@@ -180,7 +180,11 @@ function M.apply(h, caps, model, warn)
   return path
 end
 
--- Writes a cache file (creating CACHE/tune); returns the path. Errors name the file.
+-- Writes a cache file (creating CACHE/tune); returns the path and the names of the hints kept from the file
+-- that was there (sorted). The winners of this run replace their knobs' values; a valid file of the same key
+-- keeps its other values, so that tunes of different knobs (a decode tune, a prefill tune, --knobs) add up
+-- rather than the last one erasing the others. A file that M.read refuses (stale, corrupt) is replaced whole,
+-- and a kept value that is no longer a valid hint is dropped. Errors name the file.
 function M.write(key, hint_values, extra)
   local path = M.path(key)
   if not path then error("tune: no cache directory: set DOPPLER_CACHE_DIR (HOME is unset)", 0) end
@@ -188,7 +192,20 @@ function M.write(key, hint_values, extra)
   if not os.execute(("mkdir -p '%s'"):format(dir:gsub("'", "'\\''"))) then
     error(("tune: cannot create %s"):format(dir), 0)
   end
-  local t = { version = M.VERSION, key = key, hints = hint_values }
+  local merged, kept = {}, {}
+  local old = M.read(path, key)
+  if old then
+    local probe = require("doppler.hints").new()
+    for k, v in pairs(old.hints) do
+      if hint_values[k] == nil and pcall(probe.set, probe, k, v, "tune") then
+        merged[k] = v
+        kept[#kept + 1] = k
+      end
+    end
+  end
+  table.sort(kept)
+  for k, v in pairs(hint_values) do merged[k] = v end
+  local t = { version = M.VERSION, key = key, hints = merged }
   for k, v in pairs(extra or {}) do t[k] = v end
   local tmp = path .. ".tmp"
   local f, err = io.open(tmp, "wb")
@@ -197,7 +214,7 @@ function M.write(key, hint_values, extra)
   f:close()
   local ok, e = os.rename(tmp, path)
   if not ok then error(("tune: cannot write %s: %s"):format(path, tostring(e)), 0) end
-  return path
+  return path, kept
 end
 
 return M

@@ -11,6 +11,11 @@
 -- measurements counts. A candidate that fails (a workgroup the device cannot take) is reported and skipped.
 -- A knob's winner must beat its default by tune.MARGIN, and a winner other than the default is measured again
 -- after the default, where it must beat it once more (tune.decide).
+--
+-- --prefill tunes the prefill kernels instead (PREFILL_KNOBS: the tiled matrix kernel's tiles, K slices and
+-- splits; the flash attention's tiles), scored by the GPU milliseconds of one prefill of --prompt-tokens (512
+-- unless set: prefill_chunk's default, so the matrix kernels see the shapes of every full chunk). The cache
+-- keeps the other knobs' winners (tune.write merges), so a decode tune and a prefill tune add up.
 local doppler = require "doppler"
 local cli = require "doppler.cli"
 local hints = require "doppler.hints"
@@ -33,8 +38,10 @@ local spec = {
     { "--model", "PATH", "model directory or GGUF file (required)" },
     { "--quick", nil, "a small candidate set (a few values of the main knobs)" },
     { "--json", nil, "print the result as one JSON object instead of a table" },
-    { "--prompt-tokens", "N", "prompt length of a measurement", type = "int", default = 32, min = 1 },
-    { "--tokens", "N", "decode steps of a measurement", type = "int", default = 32, min = 1 },
+    { "--prefill", nil, "tune the prefill kernels (matrix tiles, flash attention tiles), scored by the GPU time\n" ..
+      "of one prefill of --prompt-tokens, instead of the decode knobs" },
+    { "--prompt-tokens", "N", "prompt length of a measurement (default 32; 512 with --prefill)", type = "int", min = 1 },
+    { "--tokens", "N", "decode steps of a measurement (none with --prefill)", type = "int", default = 32, min = 1 },
     { "--runs", "N", "measurements per candidate (the best counts)", type = "int", default = 2, min = 1 },
     { "--warmup-ms", "MS", "untimed decode before each candidate is timed, at least this long (default: 300 " ..
       "on a GPU, 0 on a CPU device)", type = "int", min = 0 },
@@ -46,7 +53,10 @@ local spec = {
            "gemv_q_x, q_matmul, q_matmul_head, q_matmul_glu, lm_head_groups, glu_down, glu_down_rows,\n" ..
            "attention_heads, attention_splits, attention_min_chunk, attention_unroll, side_prefetch,\n" ..
            "prefetch_groups, prefetch_lead, prefetch_max_mb, decode_chunk (and q_layout for quantised models:\n" ..
-           "reloads the weights).",
+           "reloads the weights).\n" ..
+           "Knobs with --prefill: gemm_cm_tile, gemm_cm_bk, gemm_cm_splits, attention_prefill_cm_split,\n" ..
+           "attention_prefill_cm_rows, attention_prefill_cm_keys (devices with cooperative matrices),\n" ..
+           "attention_prefill_lanes, attention_prefill_rows (the others).",
 }
 
 -- name -> candidates (full, quick, or for(ctx): this model's); applies(ctx) says whether the knob matters for this model;
@@ -115,6 +125,26 @@ local KNOBS = {
   { "decode_chunk", full = { 1, 8, 16, 32 }, quick = { 1, 16 }, wall = true },
 }
 
+-- The prefill's knobs (--prefill). Those of gemm_cm and attention_prefill_cm apply where the lowering can run those
+-- kernels (cooperative matrices: lower/linear.lua, lower/attention.lua), the flash kernel's elsewhere. The
+-- attention's three are tuned in the order their autos depend on each other: the split first (the auto's rows
+-- and keys follow it), then the row tiles, then the keys per tile. A candidate whose tiles do not fit the
+-- device's shared memory fails and is skipped. Why tune them: their autos follow the shared memory alone, and on
+-- the H100 a plan other than the auto was 4-8 % faster in Gemma 3 1B's attention (docs/BENCHMARKS.md 56a).
+local function coopmat(c) return c.coopmat end
+local function flash(c) return not c.coopmat end
+local PREFILL_KNOBS = {
+  { "gemm_cm_tile", full = { "auto", "64x64", "64x128", "128x64", "128x128" }, quick = { "auto", "64x64" },
+    applies = coopmat },
+  { "gemm_cm_bk", full = { 0, 32, 64 }, applies = coopmat },
+  { "gemm_cm_splits", full = { 0, 1, 2, 4 }, applies = coopmat },
+  { "attention_prefill_cm_split", full = { 0, 1, 2, 4 }, quick = { 0, 1 }, applies = coopmat },
+  { "attention_prefill_cm_rows", full = { 0, 1, 2, 4, 8 }, quick = { 0, 1 }, applies = coopmat },
+  { "attention_prefill_cm_keys", full = { 0, 16, 32, 64 }, quick = { 0, 16 }, applies = coopmat },
+  { "attention_prefill_lanes", full = { 0, 4, 8, 16, 32 }, quick = { 0, 4 }, applies = flash },
+  { "attention_prefill_rows", full = { 0, 4, 8, 16, 32 }, quick = { 0, 8 }, applies = flash },
+}
+
 local function prompt_ids(n, cfg)
   local ids = {}
   for i = 1, n do ids[i] = (i * 7919 + 104729) % cfg.vocab_size end
@@ -165,19 +195,19 @@ local function generate(s, smp, prompt, steps) decode(s, smp, start(s, smp, prom
 local function warm_up(s, smp, prompt, o)
   local warm_until, runs = doppler.clock() + o.warmup_ms / 1000, 1
   while doppler.clock() < warm_until do
-    generate(s, smp, prompt, o.tokens)
+    generate(s, smp, prompt, o.steps)
     runs = runs + 1
   end
   return runs
 end
 
 -- One measurement: { score, decode_ms (GPU per token), prefill_ms (GPU), wall_ms (per decode token),
--- warmup_runs }.
+-- warmup_runs }. o.steps decode steps follow the prompt; with none (--prefill) the score is prefill_ms.
 local function measure(s, smp, o, wall)
   local dev = s.dev
   local prompt = prompt_ids(o.prompt_tokens, s.cfg)
   if wall then
-    generate(s, smp, prompt, o.tokens)
+    generate(s, smp, prompt, o.steps)
     local warmup_runs = warm_up(s, smp, prompt, o)
     local best = math.huge
     for _ = 1, o.runs do
@@ -190,17 +220,20 @@ local function measure(s, smp, o, wall)
   end
   dev:profile(true)
   s:drop_plans()
-  generate(s, smp, prompt, 1)                   -- records every shape with timestamp queries
+  generate(s, smp, prompt, math.min(o.steps, 1))  -- records every shape with timestamp queries
   local warmup_runs = warm_up(s, smp, prompt, o)
   local best
   for _ = 1, o.runs do
     profile.clear(dev)
     local id = start(s, smp, prompt)
     local pre = sum(profile.kernel_ms(dev, 1))
-    profile.clear(dev)
-    decode(s, smp, id, o.tokens)
-    local dec = sum(profile.kernel_ms(dev, o.tokens))
-    local r = { decode_ms = dec, prefill_ms = pre, score = dec + pre / o.tokens, warmup_runs = warmup_runs }
+    local r = { prefill_ms = pre, score = pre, warmup_runs = warmup_runs }
+    if o.steps > 0 then
+      profile.clear(dev)
+      decode(s, smp, id, o.steps)
+      r.decode_ms = sum(profile.kernel_ms(dev, o.steps))
+      r.score = r.decode_ms + pre / o.steps
+    end
     if not best or r.score < best.score then best = r end
   end
   dev:profile(false)
@@ -214,6 +247,9 @@ local function fmt_ms(x) return x and ("%.4f"):format(x) or "-" end
 local function main(argv)
   local o = cli.parse(argv, spec)
   if not o.model then error("tune: --model PATH is required (see --help)", 0) end
+  o.prompt_tokens = o.prompt_tokens or (o.prefill and 512 or 32)
+  o.steps = o.prefill and 0 or o.tokens            -- decode steps after each measurement's prompt
+  local knobs = o.prefill and PREFILL_KNOBS or KNOBS
   local model = doppler.open_model(o.model)
   local recipe = recipes.for_model(model, o.model)
   local dev = doppler.device()
@@ -229,11 +265,12 @@ local function main(argv)
     only = {}
     for k in o.knobs:gmatch("[^,%s]+") do
       local found = false
-      for _, kn in ipairs(KNOBS) do if kn[1] == k then found = true end end
+      for _, kn in ipairs(knobs) do if kn[1] == k then found = true end end
       if not found then
         local names = {}
-        for i, kn in ipairs(KNOBS) do names[i] = kn[1] end
-        error(("tune: --knobs: no knob '%s'; knobs: %s"):format(k, table.concat(names, ", ")), 0)
+        for i, kn in ipairs(knobs) do names[i] = kn[1] end
+        error(("tune: --knobs: no knob '%s'%s; knobs: %s"):format(k, o.prefill and " with --prefill" or "",
+              table.concat(names, ", ")), 0)
       end
       only[k] = true
     end
@@ -247,10 +284,11 @@ local function main(argv)
   h:set("tune", "off", "doppler tune")           -- measure from the built-in defaults, never an old cache
   local kv_heads = key.kv_heads > 0 and key.kv_heads or key.heads
   local c = { quantised = quantised, integer_dot = caps.integer_dot,
+              coopmat = caps.coopmat_nv and caps.subgroup_size == 32 and caps.coopmat_shape ~= nil,
               side_queue = caps.side_queue and caps.type ~= "cpu",
               kv_group = kv_heads > 0 and key.heads // kv_heads or 1 }
   local plan = {}
-  for _, kn in ipairs(KNOBS) do
+  for _, kn in ipairs(knobs) do
     local cands = kn["for"] and kn["for"](c) or o.quick and kn.quick or (not o.quick and kn.full)
     if cands and (not kn.applies or kn.applies(c)) and not fixed[kn[1]] and (not only or only[kn[1]]) then
       -- the value it starts from (its default) is measured first, so that a winner must beat it (tune.pick)
@@ -274,9 +312,9 @@ local function main(argv)
   -- prologue stays unfused (fusions.lua, attention_rope). Gemma 3 1B's 512-key window made a tune with
   -- prompt + tokens + 8 positions time 22 of its 26 layers with another plan than the user's: ~1.40 ms per
   -- token where `doppler run` decodes at ~1.14 (H100, docs/BENCHMARKS.md 44f).
-  local context = math.max(h:get("context"), o.prompt_tokens + o.tokens + 8)
-  log("tune: %s on %s (%s), %d knobs, %d candidates, context %d%s\n", o.model, key.device, key.driver, #plan,
-      total, context, o.quick and " (--quick)" or "")
+  local context = math.max(h:get("context"), o.prompt_tokens + o.steps + 8)
+  log("tune: %s on %s (%s), %d %sknobs, %d candidates, context %d%s\n", o.model, key.device, key.driver, #plan,
+      o.prefill and "prefill " or "", total, context, o.quick and " (--quick)" or "")
 
   local s
   local function open_session()
@@ -310,6 +348,7 @@ local function main(argv)
   end
   local function outcome(k, row)
     if not row.ok then return "failed: " .. row.error end
+    if o.prefill then return ("%s ms GPU (a prefill of %d tokens)"):format(fmt_ms(row.score), o.prompt_tokens) end
     return ("%s ms/token%s"):format(fmt_ms(row.score), k.wall and " wall" or " GPU")
   end
   for _, k in ipairs(plan) do
@@ -344,15 +383,17 @@ local function main(argv)
     best_values[k.name] = best_v
   end
 
-  local path
+  local path, kept
   if not o.dry_run and next(best_values) then
-    path = tune.write(key, best_values, { model = o.model, results = rows })
+    path, kept = tune.write(key, best_values, { model = o.model, results = rows })
   end
   if o.json then
-    print(json.encode({ key = key, hints = best_values, results = rows, cache = path, context = context },
+    print(json.encode({ key = key, hints = best_values, results = rows, cache = path, context = context,
+                        mode = o.prefill and "prefill" or "decode", prompt_tokens = o.prompt_tokens, kept = kept },
                       { digits = 6 }))
   else
-    print("| knob | value | score ms/token | decode GPU ms/token | prefill GPU ms | wall ms/token | |")
+    print(("| knob | value | score %s | decode GPU ms/token | prefill GPU ms | wall ms/token | |"):format(
+          o.prefill and ("ms (a prefill of %d tokens)"):format(o.prompt_tokens) or "ms/token"))
     print("|---|---|---|---|---|---|---|")
     for _, r in ipairs(rows) do
       local win = best_values[r.knob] == r.value and "best" or ""
@@ -368,7 +409,10 @@ local function main(argv)
     print("")
     print("tuned: " .. (#keys > 0 and table.concat(keys, " ") or "nothing"))
   end
-  if path then log("tune: wrote %s\n", path) end
+  if path then
+    log("tune: wrote %s%s\n", path, #kept > 0 and (" (kept from the file there: %s)"):format(table.concat(kept, ", "))
+        or "")
+  end
 end
 
 local ok, err = pcall(main, arg)
