@@ -112,9 +112,9 @@ M.known.attention_prefill_rows = { kind = "int", choices = { 0, 4, 8, 16, 32 }, 
 M.known.attention_prefill_cm_split = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
                         doc = "flash prefill on cooperative matrices (attention_prefill_cm.comp): subgroups sharing a 16-row tile, each with head_dim / this many dims (0: 1 for head_dim <= 128, else 4, or the most that divide head_dim / 16)" }
 M.known.attention_prefill_cm_rows = { kind = "int", choices = { 0, 1, 2, 4, 8 }, default = 0,
-                        doc = "flash prefill on cooperative matrices: tiles of 16 (token, q head) rows per workgroup, sharing each key tile (0: at split 1 the most of 8, 4, 2 that fit the shared memory with 16 keys, else 1)" }
+                        doc = "flash prefill on cooperative matrices: tiles of 16 (token, q head) rows per workgroup, sharing each key tile (0: at split 1 the most of 8, 4, 2 that fit the shared memory with 16 keys, at a larger split 2 where they fit, else 1)" }
 M.known.attention_prefill_cm_keys = { kind = "int", choices = { 0, 16, 32, 64 }, default = 0,
-                        doc = "flash prefill on cooperative matrices: keys per tile (0: with several row tiles the most of 64, 32 that fit the shared memory, else 16)" }
+                        doc = "flash prefill on cooperative matrices: keys per tile (0: at split 1 with several row tiles the most of 64, 32 that fit the shared memory, else 16)" }
 M.known.lm_head_groups = { kind = "int", min = 0, default = 0,
                         doc = "fused final norm + LM head + argmax (fusion lm_head): most workgroups (0: 1024; 16 on a CPU device, raised there to what keeps each invocation's loops under llvmpipe's limit, lower.cpu_loop_blocks)" }
 M.known.lm_head_queue = { values = { "auto", "on", "off" }, default = "auto",

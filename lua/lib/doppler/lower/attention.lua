@@ -275,9 +275,13 @@ end
 -- q, k, v and the caches are f16. A workgroup takes RT tiles of 16 rows (hint attention_prefill_cm_rows), the
 -- head dims of each are split between SPLIT subgroups (hint attention_prefill_cm_split) and each key tile
 -- holds BC keys (hint attention_prefill_cm_keys).
--- auto, head_dim > 128 (Gemma 3's 256): 4 subgroups, 16 keys, one row tile. On the H100, Gemma 3 1B 512-token
--- prefill, attention per pass: 4.36 ms with attention_prefill, 1.81 at split 4, 2.58 at 8, 1.89 at split 4
--- with 32 keys; split 2 prefilled 32.7k tok/s against 34.9k at 4 (docs/BENCHMARKS.md).
+-- auto, head_dim > 128 (Gemma 3's 256): 4 subgroups, 16 keys, two row tiles where they fit the shared memory
+-- (else one). On the H100, Gemma 3 1B 512-token prefill, attention per pass: 4.36 ms with attention_prefill,
+-- 1.81 at split 4, 2.58 at 8, 1.89 at split 4 with 32 keys; split 2 prefilled 32.7k tok/s against 34.9k at 4
+-- (docs/BENCHMARKS.md). Two row tiles (57b, 57c, two fresh processes each): attention 1.85 -> 1.75 ms at 512
+-- prompt tokens, 26.0 -> 23.3 at 3900, 228.4 -> 208.2 at 16000, the whole prefill 1.03x faster at 3900 and
+-- 16000; 4 and 8 row tiles were slower (15.7 against 13.3 GPU ms at 512, 57a's tune). At split 2 too, two
+-- row tiles beat one (56a: 38.3k against 36.6k tok/s at 512). More keys per tile do not fit beside them.
 -- auto, head_dim <= 128: one subgroup per row tile (so a tile's scores need no sum across subgroups), then
 -- the most row tiles (8, 4, 2) whose key tiles of 16 fit the shared memory, then the most keys per tile
 -- (64, 32) that still fit: head_dim 64 takes 8 row tiles of 16 keys, 128 takes 4 of 32. On the H100 (56a),
@@ -295,15 +299,13 @@ local function attention_cm_params(ctx, D, hints)
   local limit = ctx.dev:caps().max_shared_memory
   if rt == 0 then
     rt = 1
-    if split == 1 then
-      for _, r in ipairs { 8, 4, 2 } do
-        if attention_cm_shared(D, split, math.max(bc, 16), r) <= limit then rt = r; break end
-      end
+    for _, r in ipairs(split == 1 and { 8, 4, 2 } or { 2 }) do
+      if attention_cm_shared(D, split, math.max(bc, 16), r) <= limit then rt = r; break end
     end
   end
   if bc == 0 then
     bc = 16
-    if rt > 1 then
+    if rt > 1 and split == 1 then
       for _, b in ipairs { 64, 32 } do
         if attention_cm_shared(D, split, b, rt) <= limit then bc = b; break end
       end
