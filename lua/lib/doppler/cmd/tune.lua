@@ -38,12 +38,11 @@ local spec = {
     { "--model", "PATH", "model directory or GGUF file (required)" },
     { "--quick", nil, "a small candidate set (a few values of the main knobs)" },
     { "--json", nil, "print the result as one JSON object instead of a table" },
-    { "--prefill", nil, "tune the prefill kernels (matrix tiles, flash attention tiles), scored by the GPU time\n" ..
-      "of one prefill of --prompt-tokens, instead of the decode knobs" },
+    { "--prefill", nil, "tune the prefill's kernels instead, scored by one prefill's GPU time" },
     { "--prompt-tokens", "N", "prompt length of a measurement (default 32; 512 with --prefill)", type = "int", min = 1 },
     { "--tokens", "N", "decode steps of a measurement (none with --prefill)", type = "int", default = 32, min = 1 },
     { "--runs", "N", "measurements per candidate (the best counts)", type = "int", default = 2, min = 1 },
-    { "--warmup-ms", "MS", "untimed decode before each candidate is timed, at least this long (default: 300 " ..
+    { "--warmup-ms", "MS", "untimed runs before each candidate is timed, at least this long (default: 300 " ..
       "on a GPU, 0 on a CPU device)", type = "int", min = 0 },
     { "--knobs", "LIST", "only these knobs (comma list; default: all that apply)" },
     { "--hint", "KEY=VALUE", "a fixed hint for every measurement (not tuned)", repeat_ = true },
