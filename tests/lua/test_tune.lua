@@ -313,14 +313,17 @@ check.case("a corrupt, stale or invalid cache file: a warning naming it, then th
   check.truthy(ok, "generation with a broken cache file")
 end)
 
--- The prefill's knobs as `doppler tune --prefill` takes them on this device (cmd/tune.lua's PREFILL_KNOBS).
+-- The prefill's knobs as `doppler tune --prefill` takes them on this device (cmd/tune.lua's PREFILL_KNOBS): all
+-- of them, those with a --quick set, and the attention's row knob.
 local function prefill_knobs()
   local c = doppler.device():caps()
   if c.coopmat_nv and c.subgroup_size == 32 and c.coopmat_shape then
     return { "gemm_cm_tile", "gemm_cm_bk", "gemm_cm_splits", "attention_prefill_cm_split",
-             "attention_prefill_cm_rows", "attention_prefill_cm_keys" }, "attention_prefill_cm_rows"
+             "attention_prefill_cm_rows", "attention_prefill_cm_keys" }, "attention_prefill_cm_rows",
+           { "gemm_cm_tile", "attention_prefill_cm_split", "attention_prefill_cm_rows", "attention_prefill_cm_keys" }
   end
-  return { "attention_prefill_lanes", "attention_prefill_rows" }, "attention_prefill_rows"
+  return { "attention_prefill_lanes", "attention_prefill_rows" }, "attention_prefill_rows",
+         { "attention_prefill_lanes", "attention_prefill_rows" }
 end
 
 check.case("tune --prefill: the prefill's knobs, scored by the GPU time of one prefill of --prompt-tokens", function()
@@ -341,7 +344,11 @@ check.case("tune --prefill: the prefill's knobs, scored by the GPU time of one p
       check.eq(r.decode_ms, nil, r.knob .. ": no decode measured")
     end
   end
-  check.truthy(seen[select(2, prefill_knobs())], "the attention's row knob measured (it has a --quick set)")
+  local quick = select(3, prefill_knobs())
+  for _, k in ipairs(quick) do check.truthy(seen[k], k .. " measured (it has a --quick set)") end
+  local n_seen = 0
+  for _ in pairs(seen) do n_seen = n_seen + 1 end
+  check.eq(n_seen, #quick, "--quick measures exactly the knobs with a --quick set")
   check.truthy(e:find("prefill knobs", 1, true) ~= nil, "stderr names the mode")
   check.truthy(e:find("a prefill of 24 tokens", 1, true) ~= nil, "progress lines name the prompt")
   local table_out = must({ "tune", "--model", MODEL, "--prefill", "--quick", "--prompt-tokens", "24", "--runs", "1",
